@@ -1,0 +1,5 @@
+"""``python -m fp4patch``."""
+
+from .cli import run
+
+run()

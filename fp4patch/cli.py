@@ -1,0 +1,290 @@
+"""The ``fp4patch`` command line: a thin layer over :mod:`fp4patch.engine`.
+
+Every command takes ``--python PATH`` or ``--site-packages DIR`` (the target environment),
+``--spec ID`` (repeatable; default: the specs marked default) and ``--json``. Exit codes are
+listed in :mod:`fp4patch.errors` and the README.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
+
+app = typer.Typer(
+    name="fp4patch",
+    help="Statically patch an installed FlashInfer so that fp4_quantize works under torch.compile.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Interpreter of the target environment (e.g. /opt/venv/bin/python).")]
+SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory.")]
+SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", help="Spec id to select (repeatable); default: specs marked default.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+SpecsDirOpt = Annotated[Optional[Path], typer.Option("--specs-dir", help="Load specs from this directory instead of the built-in ones.")]
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATE_STYLE = {
+    "applied": "green",
+    "applicable": "yellow",
+    "drifted": "bold red",
+    "not-targeted": "magenta",
+    "not-needed": "dim",
+    "unsupported": "red",
+}
+
+
+def _run(as_json: bool, body: Callable[[], int]) -> None:
+    """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code."""
+    try:
+        code = body()
+    except Fp4PatchError as exc:
+        if as_json:
+            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
+        err.print(f"fp4patch: error: {exc}", markup=False)
+        raise typer.Exit(exc.exit_code) from None
+    raise typer.Exit(code)
+
+
+def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
+    from .environment import current, find_distribution, from_python, from_site_packages
+    from .engine import Engine, select_specs
+    from .spec import load_specs
+
+    if python and site_packages:
+        raise UsageError("give --python or --site-packages, not both")
+    specs = load_specs(specs_dir)
+    selected = specs if all_specs and not spec_ids else select_specs(specs, spec_ids)
+    if not selected:
+        raise UsageError("no spec selected; name one with --spec (see `fp4patch status`)")
+    env = from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+    distributions = sorted({s.distribution for s in selected})
+    if len(distributions) > 1:
+        raise UsageError(f"selected specs patch several distributions ({', '.join(distributions)}); select one with --spec")
+    dist = find_distribution(env, distributions[0])
+    return env, Engine(dist, [s for s in specs if s.distribution == dist.name]), selected
+
+
+def _header(engine) -> dict[str, Any]:
+    d = engine.dist
+    return {"distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
+
+
+def _reports_json(reports) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": r.spec.id,
+            "state": r.state,
+            "default": r.spec.default,
+            "summary": r.spec.summary,
+            "detail": r.detail,
+            "targets": [
+                {
+                    "file": t.file,
+                    "state": t.state,
+                    "reason": t.reason,
+                    "operations": [{"operation": d, "state": s, "detail": x} for d, s, x in t.operations],
+                }
+                for t in r.targets
+            ],
+        }
+        for r in reports
+    ]
+
+
+def _reports_table(title: str, reports, show_summary: bool = False) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("spec", style="bold")
+    table.add_column("state")
+    if show_summary:
+        table.add_column("default")
+    table.add_column("summary / detail" if show_summary else "detail", overflow="fold")
+    for r in reports:
+        style = STATE_STYLE.get(r.state, "")
+        row = [r.spec.id, f"[{style}]{r.state}[/]"]
+        if show_summary:
+            row.append("yes" if r.spec.default else "no")
+        detail = r.detail
+        files = ", ".join(sorted({t.file for t in r.targets if t.file}))
+        text = (r.spec.summary + (f"\n{files}" if files else "") + (f"\n{detail}" if detail else "")) if show_summary else (detail or files)
+        row.append(text)
+        table.add_row(*row)
+    return table
+
+
+@app.command()
+def status(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    spec: SpecOpt = None,
+    as_json: JsonOpt = False,
+    specs_dir: SpecsDirOpt = None,
+) -> None:
+    """Show the known specs, which target the installed version, and the state of each."""
+
+    def body() -> int:
+        _, engine, selected = _context(python, site_packages, specs_dir, spec, all_specs=True)
+        reports = [engine.report(s) for s in selected]
+        manifest = engine.store.load()
+        applied = manifest.specs if manifest else []
+        if as_json:
+            print(json.dumps({**_header(engine), "recorded": applied, "specs": _reports_json(reports)}, indent=2))
+            return EXIT_OK
+        h = _header(engine)
+        out.print(f"[bold]{h['distribution']} {h['version']}[/] in {h['site_packages']}")
+        out.print(f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}")
+        out.print(_reports_table("specs", reports, show_summary=True))
+        return EXIT_OK
+
+    _run(as_json, body)
+
+
+@app.command()
+def diff(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    spec: SpecOpt = None,
+    as_json: JsonOpt = False,
+    specs_dir: SpecsDirOpt = None,
+) -> None:
+    """Print the unified diff of what `apply` would change. Writes nothing."""
+
+    def body() -> int:
+        _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        plans = engine.diff(selected)
+        if as_json:
+            print(json.dumps({**_header(engine), "files": [{"file": p.relative, "specs": p.specs, "diff": p.unified_diff()} for p in plans]}, indent=2))
+            return EXIT_OK
+        if not plans:
+            err.print("nothing to change: every selected spec is already applied")
+        for plan in plans:
+            text = plan.unified_diff()
+            if out.is_terminal:
+                from rich.syntax import Syntax
+
+                out.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+            else:
+                sys.stdout.write(text)
+        return EXIT_OK
+
+    _run(as_json, body)
+
+
+@app.command()
+def apply(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    spec: SpecOpt = None,
+    as_json: JsonOpt = False,
+    specs_dir: SpecsDirOpt = None,
+) -> None:
+    """Patch the installed files. Running it again changes nothing."""
+
+    def body() -> int:
+        _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        written = engine.apply(selected)
+        if as_json:
+            print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
+            return EXIT_OK
+        h = _header(engine)
+        ids = ", ".join(s.id for s in selected)
+        if not written:
+            out.print(f"{h['distribution']} {h['version']}: already applied ({ids}); nothing written")
+        for plan in written:
+            out.print(f"patched {plan.relative} ({', '.join(plan.specs)})")
+        if written:
+            out.print(f"{h['distribution']} {h['version']}: applied {ids}; backups in {engine.store.root}")
+        return EXIT_OK
+
+    _run(as_json, body)
+
+
+@app.command()
+def verify(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    spec: SpecOpt = None,
+    as_json: JsonOpt = False,
+    specs_dir: SpecsDirOpt = None,
+    applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
+) -> None:
+    """Check each selected spec on the installed files; never writes.
+
+    Exit 0 when every selected spec is applied (or applicable, with --applicable); 1 otherwise.
+    """
+
+    def body() -> int:
+        _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        reports = [engine.report(s) for s in selected]
+        ok_states = {"applied", "not-needed"} | ({"applicable"} if applicable else set())
+        ok = all(r.state in ok_states for r in reports)
+        if as_json:
+            print(json.dumps({**_header(engine), "ok": ok, "specs": _reports_json(reports)}, indent=2))
+        else:
+            h = _header(engine)
+            out.print(_reports_table(f"{h['distribution']} {h['version']}", reports))
+            out.print("[green]verify: ok[/]" if ok else "[red]verify: failed[/]")
+        return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+    _run(as_json, body)
+
+
+@app.command()
+def revert(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    spec: SpecOpt = None,
+    as_json: JsonOpt = False,
+    specs_dir: SpecsDirOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Restore backups even over files changed since apply.")] = False,
+) -> None:
+    """Restore the original files byte for byte (all applied specs, or those named by --spec)."""
+
+    def body() -> int:
+        _, engine, _ = _context(python, site_packages, specs_dir, None, all_specs=True)
+        restored = engine.revert(spec, force=force)
+        if as_json:
+            print(json.dumps({**_header(engine), "restored": restored}, indent=2))
+        elif not restored:
+            out.print("nothing to revert: no fp4patch manifest here")
+        else:
+            for relative in restored:
+                out.print(f"restored {relative}")
+        return EXIT_OK
+
+    _run(as_json, body)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"fp4patch {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Show the version.")] = False,
+) -> None:
+    """Statically patch an installed FlashInfer so that fp4_quantize works under torch.compile."""
+
+
+def run() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except SystemExit as exc:  # click uses 2 for usage errors already
+        raise exc
+    except KeyboardInterrupt:
+        sys.exit(EXIT_USAGE)

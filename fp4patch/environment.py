@@ -1,0 +1,112 @@
+"""Find the target environment's site-packages and the installed distribution, without importing it.
+
+Importing ``flashinfer`` imports torch and may start a JIT build, so the distribution is
+found through :mod:`importlib.metadata` over the target interpreter's ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import EnvironmentProblem
+
+_PROBE = "import json, sys; print(json.dumps({'path': sys.path, 'executable': sys.executable}))"
+
+
+@dataclass(frozen=True)
+class TargetEnvironment:
+    """Where fp4patch looks for distributions.
+
+    Attributes:
+        paths: import search path of the target interpreter (``sys.path`` order).
+        python: the target interpreter (used to run ``verify --trace``); ``sys.executable`` by default.
+        description: how the environment was given, for messages.
+    """
+
+    paths: tuple[str, ...]
+    python: str
+    description: str
+
+
+@dataclass(frozen=True)
+class InstalledDistribution:
+    """An installed distribution as :mod:`importlib.metadata` sees it.
+
+    Attributes:
+        name: canonical distribution name (``flashinfer-python``).
+        version: its version, from the distribution's METADATA.
+        site_packages: the directory its files are relative to (the parent of its dist-info).
+        dist: the underlying :class:`importlib.metadata.Distribution`.
+    """
+
+    name: str
+    version: Version
+    site_packages: Path
+    dist: metadata.Distribution
+
+    def locate(self, relative: str) -> Path:
+        """Absolute path of a file given relative to site-packages."""
+        return self.site_packages / relative
+
+
+def from_python(python: str) -> TargetEnvironment:
+    """The environment of interpreter ``python`` (e.g. ``/opt/venv/bin/python``).
+
+    Raises:
+        EnvironmentProblem: the interpreter cannot be run or does not answer.
+    """
+    try:
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"{python}: cannot run this interpreter ({exc}); pass --python PATH to a Python executable") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProblem(f"{python}: interpreter failed ({last}); pass --python PATH to a working Python")
+    info = json.loads(done.stdout)
+    return TargetEnvironment(tuple(p for p in info["path"] if p), info["executable"], f"python {python}")
+
+
+def from_site_packages(directory: str | Path) -> TargetEnvironment:
+    """An environment made of one site-packages directory (``--site-packages DIR``).
+
+    Raises:
+        EnvironmentProblem: ``directory`` does not exist.
+    """
+    path = Path(directory)
+    if not path.is_dir():
+        raise EnvironmentProblem(f"{path}: site-packages directory not found; pass an existing --site-packages DIR")
+    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}")
+
+
+def current() -> TargetEnvironment:
+    """The environment of the interpreter running fp4patch."""
+    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}")
+
+
+def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistribution:
+    """Find distribution ``name`` (any spelling) in ``env``, as the import system would: first on the path.
+
+    Raises:
+        EnvironmentProblem: the distribution is not installed there, or its version is invalid.
+    """
+    wanted = canonicalize_name(name)
+    for dist in metadata.distributions(path=list(env.paths)):
+        if canonicalize_name(dist.metadata["Name"] or "") != wanted:
+            continue
+        try:
+            version = Version(dist.version)
+        except InvalidVersion:
+            raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
+        site_packages = Path(str(dist.locate_file(""))).resolve()
+        return InstalledDistribution(wanted, version, site_packages, dist)
+    raise EnvironmentProblem(
+        f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
+    )

@@ -1,0 +1,83 @@
+"""``append-to-module``: add a block of module-level code at the end or after the imports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+import libcst.matchers as m
+
+from .base import OpCheck, OpState, Operation, parse_statements, statements_key
+
+_IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
+
+
+@dataclass
+class AppendToModule(Operation):
+    """Add ``code`` to the module: at the ``end`` or ``after-imports``.
+
+    ``after-imports`` places the block after the last top-level import that comes before the
+    first function or class definition. Applied when the block's statements stand, in order,
+    as a contiguous run of top-level statements (compared structurally).
+    """
+
+    kind: ClassVar[str] = "append-to-module"
+    code: str = ""
+    position: str = "end"
+
+    def __post_init__(self) -> None:
+        self._statements = parse_statements(self.code)
+        self._key = statements_key(self._statements)
+
+    def describe(self) -> str:
+        return f"append-to-module ({self.position})"
+
+    def check(self, module: cst.Module) -> OpCheck:
+        if self._find(module) >= 0:
+            return OpCheck(OpState.APPLIED)
+        return OpCheck(OpState.APPLICABLE)
+
+    def _find(self, module: cst.Module) -> int:
+        n = len(self._statements)
+        body = list(module.body)
+        for i in range(len(body) - n + 1):
+            if statements_key(body[i : i + n]) == self._key:
+                return i
+        return -1
+
+    def insertion_index(self, module: cst.Module) -> int:
+        """Index in ``module.body`` where the block goes."""
+        if self.position == "end":
+            return len(module.body)
+        index = 0
+        for i, statement in enumerate(module.body):
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if m.matches(statement, _IMPORT_LINE):
+                index = i + 1
+        return index
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _AppendTransformer(self)
+
+
+class _AppendTransformer(cst.CSTTransformer):
+    def __init__(self, op: AppendToModule) -> None:
+        super().__init__()
+        self.op = op
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if self.op._find(updated_node) >= 0:
+            return updated_node
+        body = list(updated_node.body)
+        index = self.op.insertion_index(updated_node)
+        block = list(self.op._statements)
+        blank = cst.EmptyLine()
+        separation = (blank, blank) if self.op.position == "end" else (blank,)
+        block[0] = block[0].with_changes(leading_lines=(*separation, *block[0].leading_lines))
+        if index < len(body) and self.op.position != "end":
+            follower = body[index]
+            if not follower.leading_lines:
+                body[index] = follower.with_changes(leading_lines=(blank,))
+        return updated_node.with_changes(body=body[:index] + block + body[index:])

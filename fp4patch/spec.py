@@ -1,0 +1,364 @@
+"""Load and validate the declarative patch specs (``patches/<distribution>/<id>.toml``).
+
+The format is documented in ``docs/spec-format.md``. Every problem is reported as a
+:class:`~fp4patch.errors.SpecError` whose message starts with ``path:line:``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import SpecError
+from .operations import OPERATIONS, Operation
+
+SPEC_KEYS = {"id", "summary", "rationale", "distribution", "default", "conflicts", "requires", "target", "case", "obsolete-when"}
+TARGET_KEYS = {"versions", "file", "operation", "status", "reason"}
+CASE_KEYS = {"name", "version", "before", "after", "expect"}
+OPERATION_COMMON = {"kind", "function", "anchor-calls", "anchor-params", "code", "code-file"}
+OPERATION_FIELDS = {
+    "add-decorator": {"decorator", "position"},
+    "insert-at-function-start": set(),
+    "replace-function-body": set(),
+    "append-to-module": {"position"},
+    "rewrite-call-arguments": {"call", "from", "to"},
+}
+NEEDS_FUNCTION = {"add-decorator", "insert-at-function-start", "replace-function-body"}
+NEEDS_CODE = {"insert-at-function-start", "replace-function-body", "append-to-module"}
+POSITIONS = {"add-decorator": {"outermost", "innermost"}, "append-to-module": {"end", "after-imports"}}
+TARGET_STATUSES = {"not-needed", "unsupported"}
+ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass
+class Target:
+    """One ``[[target]]`` of a spec: a version specifier and what to do for those versions.
+
+    Attributes:
+        versions: PEP 440 specifier; pre- and post-releases match (``0.6.11.post3``).
+        file: path relative to site-packages ("" for a ``status`` target).
+        operations: applied in order to ``file``.
+        status: "" for a patching target, else ``not-needed`` or ``unsupported``.
+        reason: why, for a ``status`` target.
+    """
+
+    versions: SpecifierSet
+    file: str = ""
+    operations: list[Operation] = field(default_factory=list)
+    status: str = ""
+    reason: str = ""
+    line: int = 0
+
+    def contains(self, version: Version | str) -> bool:
+        """True when ``version`` falls inside this target's specifier (prereleases included)."""
+        return self.versions.contains(Version(str(version)), prereleases=True)
+
+
+@dataclass
+class Case:
+    """A before/after example kept with a spec, run by the test suite (Fixit-style)."""
+
+    name: str
+    version: str
+    before: str
+    after: str = ""
+    expect: str = "applied"
+    line: int = 0
+
+
+@dataclass
+class Spec:
+    """A declarative patch for one distribution, loaded from ``path``."""
+
+    id: str
+    summary: str
+    rationale: str
+    distribution: str
+    default: bool
+    conflicts: list[str]
+    requires: list[str]
+    targets: list[Target]
+    cases: list[Case]
+    path: Path
+
+    def targets_for(self, version: Version | str) -> list[Target]:
+        """The targets whose specifier contains ``version`` (patching and status targets)."""
+        return [t for t in self.targets if t.contains(version)]
+
+
+class _Lines:
+    """Find line numbers in a spec file for error messages (tomllib keeps none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def header(self, name: str, index: int) -> int:
+        """Line of the ``index``-th ``[[name]]`` header (1-based; 1 when not found)."""
+        seen = -1
+        pattern = re.compile(r"^\s*\[\[\s*" + re.escape(name) + r"\s*\]\]")
+        for number, line in enumerate(self.lines, 1):
+            if pattern.match(line):
+                seen += 1
+                if seen == index:
+                    return number
+        return 1
+
+    def key(self, key: str, start: int = 1) -> int:
+        """Line of the first ``key =`` at or after line ``start`` (``start`` when not found)."""
+        pattern = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
+        for number in range(start, len(self.lines) + 1):
+            if pattern.match(self.lines[number - 1]):
+                return number
+        return start
+
+
+def builtin_specs_dir() -> Path:
+    """The specs shipped with fp4patch: ``fp4patch/patches`` in a wheel, ``patches/`` in a checkout."""
+    packaged = Path(str(resources.files("fp4patch"))) / "patches"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "patches"
+
+
+def load_specs(directory: Path | None = None) -> list[Spec]:
+    """Load every ``*.toml`` under ``directory`` (default: :func:`builtin_specs_dir`).
+
+    Returns the specs sorted by id.
+
+    Raises:
+        SpecError: a spec is malformed, two specs share an id, or a ``conflicts``/``requires``
+            entry names no spec.
+    """
+    directory = directory or builtin_specs_dir()
+    if not directory.is_dir():
+        raise SpecError(f"{directory}: spec directory not found; pass --specs-dir DIR")
+    specs = [load_spec(path) for path in sorted(directory.rglob("*.toml"))]
+    by_id: dict[str, Spec] = {}
+    for spec in specs:
+        if spec.id in by_id:
+            raise SpecError(f"{spec.path}:1: duplicate spec id {spec.id!r} (also in {by_id[spec.id].path})")
+        by_id[spec.id] = spec
+    for spec in specs:
+        lines = _Lines(spec.path.read_text(encoding="utf-8"))
+        for key in ("conflicts", "requires"):
+            for other in getattr(spec, key):
+                if other not in by_id:
+                    raise SpecError(f"{spec.path}:{lines.key(key)}: {key} names unknown spec {other!r}")
+    return sorted(specs, key=lambda s: s.id)
+
+
+def load_spec(path: Path) -> Spec:
+    """Load and validate one spec file.
+
+    Raises:
+        SpecError: with ``path:line: message`` for invalid TOML, unknown or missing keys, a bad
+            specifier, an unknown operation kind, or code that does not parse.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}:1: cannot read spec: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"line (\d+)", str(exc))
+        raise SpecError(f"{path}:{found.group(1) if found else 1}: invalid TOML: {exc}") from None
+    return _SpecBuilder(path, text, data).build()
+
+
+class _SpecBuilder:
+    def __init__(self, path: Path, text: str, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+        self.lines = _Lines(text)
+
+    def fail(self, line: int, message: str) -> SpecError:
+        return SpecError(f"{self.path}:{line}: {message}")
+
+    def _string(self, table: dict[str, Any], key: str, line: int, required: bool = True) -> str:
+        value = table.get(key, None)
+        if value is None:
+            if required:
+                raise self.fail(line, f"missing required key {key!r}")
+            return ""
+        if not isinstance(value, str):
+            raise self.fail(self.lines.key(key, line), f"{key!r} must be a string")
+        return value
+
+    def _unknown(self, table: dict[str, Any], allowed: set[str], line: int, where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(self.lines.key(key, line), f"unknown key {key!r} in {where}; allowed: {', '.join(sorted(allowed))}")
+
+    def build(self) -> Spec:
+        data = self.data
+        self._unknown(data, SPEC_KEYS, 1, "spec")
+        spec_id = self._string(data, "id", 1)
+        if not ID_PATTERN.match(spec_id):
+            raise self.fail(self.lines.key("id"), f"id {spec_id!r} must be kebab-case (a-z, 0-9, -)")
+        if self.path.stem != spec_id:
+            raise self.fail(self.lines.key("id"), f"id {spec_id!r} must equal the file name {self.path.stem!r}")
+        distribution = canonicalize_name(self._string(data, "distribution", 1))
+        default = data.get("default", False)
+        if not isinstance(default, bool):
+            raise self.fail(self.lines.key("default"), "'default' must be true or false")
+        lists = {}
+        for key in ("conflicts", "requires"):
+            value = data.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self.fail(self.lines.key(key), f"{key!r} must be a list of spec ids")
+            lists[key] = value
+        raw_targets = data.get("target")
+        if not isinstance(raw_targets, list) or not raw_targets:
+            raise self.fail(1, "a spec needs at least one [[target]] table")
+        targets = [self.target(i, t) for i, t in enumerate(raw_targets)]
+        raw_cases = data.get("case", [])
+        if not isinstance(raw_cases, list):
+            raise self.fail(self.lines.key("case"), "'case' must be an array of tables ([[case]])")
+        cases = [self.case(i, c) for i, c in enumerate(raw_cases)]
+        return Spec(
+            id=spec_id,
+            summary=self._string(data, "summary", 1),
+            rationale=self._string(data, "rationale", 1),
+            distribution=distribution,
+            default=default,
+            conflicts=lists["conflicts"],
+            requires=lists["requires"],
+            targets=targets,
+            cases=cases,
+            path=self.path,
+        )
+
+    def target(self, index: int, table: Any) -> Target:
+        line = self.lines.header("target", index)
+        if not isinstance(table, dict):
+            raise self.fail(line, "each target must be a table ([[target]])")
+        self._unknown(table, TARGET_KEYS, line, "[[target]]")
+        versions_text = self._string(table, "versions", line)
+        try:
+            versions = SpecifierSet(versions_text)
+        except InvalidSpecifier:
+            raise self.fail(self.lines.key("versions", line), f"invalid PEP 440 specifier {versions_text!r}") from None
+        status = self._string(table, "status", line, required=False)
+        if status:
+            if status not in TARGET_STATUSES:
+                raise self.fail(self.lines.key("status", line), f"status must be one of {', '.join(sorted(TARGET_STATUSES))}")
+            if "file" in table or "operation" in table:
+                raise self.fail(line, f"a target with status {status!r} has no file or operations")
+            return Target(versions, status=status, reason=self._string(table, "reason", line), line=line)
+        file = self._string(table, "file", line)
+        if file.startswith("/") or ".." in Path(file).parts or not file.endswith(".py"):
+            raise self.fail(self.lines.key("file", line), f"file {file!r} must be a relative path to a .py file inside site-packages")
+        raw_ops = table.get("operation")
+        if not isinstance(raw_ops, list) or not raw_ops:
+            raise self.fail(line, "a target needs at least one [[target.operation]] table")
+        first_op = sum(len(t.get("operation", [])) for t in self.data["target"][:index] if isinstance(t, dict))
+        operations = [self.operation(first_op + j, op) for j, op in enumerate(raw_ops)]
+        return Target(versions, file=file, operations=operations, line=line)
+
+    def operation(self, index: int, table: Any) -> Operation:
+        line = self.lines.header("target.operation", index)
+        if not isinstance(table, dict):
+            raise self.fail(line, "each operation must be a table ([[target.operation]])")
+        kind = self._string(table, "kind", line)
+        if kind not in OPERATIONS:
+            raise self.fail(self.lines.key("kind", line), f"unknown operation kind {kind!r}; known: {', '.join(sorted(OPERATIONS))}")
+        self._unknown(table, OPERATION_COMMON | OPERATION_FIELDS[kind], line, f"{kind} operation")
+        kwargs: dict[str, Any] = {"line": line}
+        function = self._string(table, "function", line, required=kind in NEEDS_FUNCTION)
+        kwargs["function"] = function
+        for key in ("anchor-calls", "anchor-params"):
+            value = table.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self.fail(self.lines.key(key, line), f"{key!r} must be a list of strings")
+            if value and not function:
+                raise self.fail(self.lines.key(key, line), f"{key!r} needs 'function'")
+            kwargs[key.replace("-", "_")] = tuple(value)
+        if kind in NEEDS_CODE:
+            kwargs["code"] = self.code(table, line)
+        elif "code" in table or "code-file" in table:
+            raise self.fail(line, f"{kind} takes no code")
+        if kind in POSITIONS:
+            position = table.get("position", sorted(POSITIONS[kind])[-1] if kind == "add-decorator" else "end")
+            if position not in POSITIONS[kind]:
+                raise self.fail(self.lines.key("position", line), f"position must be one of {', '.join(sorted(POSITIONS[kind]))}")
+            kwargs["position"] = position
+        if kind == "add-decorator":
+            kwargs["decorator"] = self.expression(table, "decorator", line)
+        if kind == "rewrite-call-arguments":
+            kwargs["call"] = self._string(table, "call", line)
+            kwargs["from_"] = self.arguments(table, "from", line)
+            kwargs["to"] = self.arguments(table, "to", line)
+        return OPERATIONS[kind](**kwargs)
+
+    def code(self, table: dict[str, Any], line: int) -> str:
+        if ("code" in table) == ("code-file" in table):
+            raise self.fail(line, "give exactly one of 'code' and 'code-file'")
+        if "code" in table:
+            code = self._string(table, "code", line)
+            where = self.lines.key("code", line)
+            label, offset = str(self.path), where  # code starts on the line after `code = """`
+        else:
+            rel = self._string(table, "code-file", line)
+            file = (self.path.parent / rel).resolve()
+            try:
+                code = file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise self.fail(self.lines.key("code-file", line), f"cannot read code-file {rel!r}: {exc.strerror}") from None
+            label, offset = str(file), 0
+        try:
+            ast.parse(_dedent(code), label)  # accepts `return` at top level: blocks go into functions
+        except SyntaxError as exc:
+            raise SpecError(f"{label}:{offset + (exc.lineno or 1)}: code does not parse: {exc.msg}") from None
+        try:
+            cst.parse_module(_dedent(code))
+        except cst.ParserSyntaxError as exc:
+            raise SpecError(f"{label}:{offset + exc.raw_line}: code does not parse: {exc.message}") from None
+        return code
+
+    def expression(self, table: dict[str, Any], key: str, line: int) -> str:
+        text = self._string(table, key, line)
+        try:
+            cst.parse_expression(text)
+        except cst.ParserSyntaxError:
+            raise self.fail(self.lines.key(key, line), f"{key} {text!r} is not a Python expression") from None
+        return text
+
+    def arguments(self, table: dict[str, Any], key: str, line: int) -> str:
+        text = self._string(table, key, line)
+        try:
+            cst.parse_expression(f"_({text})")
+        except cst.ParserSyntaxError:
+            raise self.fail(self.lines.key(key, line), f"{key} {text!r} is not an argument list") from None
+        return text
+
+    def case(self, index: int, table: Any) -> Case:
+        line = self.lines.header("case", index)
+        if not isinstance(table, dict):
+            raise self.fail(line, "each case must be a table ([[case]])")
+        self._unknown(table, CASE_KEYS, line, "[[case]]")
+        version = self._string(table, "version", line)
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise self.fail(self.lines.key("version", line), f"invalid version {version!r}") from None
+        expect = self._string(table, "expect", line, required=False) or "applied"
+        if expect not in ("applied", "drifted"):
+            raise self.fail(self.lines.key("expect", line), "expect must be 'applied' or 'drifted'")
+        after = self._string(table, "after", line, required=expect == "applied")
+        return Case(self._string(table, "name", line), version, self._string(table, "before", line), after, expect, line)
+
+
+def _dedent(code: str) -> str:
+    return textwrap.dedent(code).strip("\n") + "\n"
