@@ -43,6 +43,7 @@ STATE_STYLE = {
     "not-targeted": "magenta",
     "not-needed": "dim",
     "unsupported": "red",
+    "obsolete": "cyan",
 }
 
 
@@ -226,9 +227,11 @@ def verify(
     """
 
     def body() -> int:
+        from .engine import SATISFIED
+
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
         reports = [engine.report(s) for s in selected]
-        ok_states = {"applied", "not-needed"} | ({"applicable"} if applicable else set())
+        ok_states = set(SATISFIED) | ({"applicable"} if applicable else set())
         ok = all(r.state in ok_states for r in reports)
         if as_json:
             print(json.dumps({**_header(engine), "ok": ok, "specs": _reports_json(reports)}, indent=2))

@@ -18,10 +18,14 @@ from .errors import DriftError, FileSystemError, UsageError
 from .files import atomic_write, check_writable, read_bytes, remove_bytecode, sha256
 from .manifest import FileRecord, Manifest, ManifestStore
 from .operations import OpState
+from .operations.base import called_names, find_functions, import_aliases
 from .spec import Spec, Target
 
 APPLIED, APPLICABLE, DRIFTED = "applied", "applicable", "drifted"
 NOT_TARGETED, NOT_NEEDED, UNSUPPORTED = "not-targeted", "not-needed", "unsupported"
+OBSOLETE = "obsolete"
+#: States in which a spec needs nothing more on this release.
+SATISFIED = frozenset({APPLIED, NOT_NEEDED, OBSOLETE})
 
 
 @dataclass
@@ -136,6 +140,9 @@ class Engine:
 
     def report(self, spec: Spec) -> SpecReport:
         """Check ``spec`` against the installed files (reads only)."""
+        obsolete = self._obsolete(spec)
+        if obsolete:
+            return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
         targets = spec.targets_for(self.dist.version)
         if not targets:
             return SpecReport(spec, NOT_TARGETED)
@@ -146,6 +153,21 @@ class Engine:
                 continue
             reports.append(self._check_target(target))
         return SpecReport(spec, _combine([r.state for r in reports]), reports)
+
+    def _obsolete(self, spec: Spec):
+        """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
+        for condition in spec.obsolete_when:
+            if not condition.versions.contains(self.dist.version, prereleases=True):
+                continue
+            loaded = self._load_module(self.dist.locate(condition.file))
+            if loaded is None:
+                continue
+            module = loaded[1]
+            aliases = import_aliases(module)
+            for function in find_functions(module, condition.function):
+                if set(condition.calls) <= called_names(function, aliases):
+                    return condition
+        return None
 
     def _check_target(self, target: Target) -> TargetReport:
         loaded = self._load_module(self.dist.locate(target.file))
@@ -173,6 +195,8 @@ class Engine:
         by_file: dict[str, list[tuple[Spec, Target]]] = {}
         for spec in specs:
             report = self.report(spec)
+            if report.state == OBSOLETE:
+                continue
             if report.state in (DRIFTED, UNSUPPORTED):
                 problems.append(f"{spec.id}: {report.state}: {report.detail}")
             elif report.state == NOT_TARGETED:

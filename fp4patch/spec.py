@@ -26,6 +26,7 @@ from .operations import OPERATIONS, Operation
 SPEC_KEYS = {"id", "summary", "rationale", "distribution", "default", "conflicts", "requires", "target", "case", "obsolete-when"}
 TARGET_KEYS = {"versions", "file", "operation", "status", "reason"}
 CASE_KEYS = {"name", "version", "before", "after", "expect"}
+OBSOLETE_KEYS = {"versions", "file", "function", "calls", "reason"}
 OPERATION_COMMON = {"kind", "function", "anchor-calls", "anchor-params", "code", "code-file"}
 OPERATION_FIELDS = {
     "add-decorator": {"decorator", "position"},
@@ -66,6 +67,23 @@ class Target:
 
 
 @dataclass
+class ObsoleteWhen:
+    """How to recognise that upstream fixed the problem itself (``[[obsolete-when]]``).
+
+    The spec is obsolete for a release when ``function`` in ``file`` calls every name in
+    ``calls`` (qualified names, e.g. ``torch.ops.flashinfer.fp4_quantize``), for versions in
+    ``versions`` (all when empty).
+    """
+
+    file: str
+    function: str
+    calls: tuple[str, ...]
+    reason: str
+    versions: SpecifierSet = field(default_factory=SpecifierSet)
+    line: int = 0
+
+
+@dataclass
 class Case:
     """A before/after example kept with a spec, run by the test suite (Fixit-style)."""
 
@@ -91,6 +109,7 @@ class Spec:
     targets: list[Target]
     cases: list[Case]
     path: Path
+    obsolete_when: list[ObsoleteWhen] = field(default_factory=list)
 
     def targets_for(self, version: Version | str) -> list[Target]:
         """The targets whose specifier contains ``version`` (patching and status targets)."""
@@ -227,6 +246,10 @@ class _SpecBuilder:
         if not isinstance(raw_cases, list):
             raise self.fail(self.lines.key("case"), "'case' must be an array of tables ([[case]])")
         cases = [self.case(i, c) for i, c in enumerate(raw_cases)]
+        raw_obsolete = data.get("obsolete-when", [])
+        if not isinstance(raw_obsolete, list):
+            raise self.fail(self.lines.key("obsolete-when"), "'obsolete-when' must be an array of tables ([[obsolete-when]])")
+        obsolete = [self.obsolete(i, o) for i, o in enumerate(raw_obsolete)]
         return Spec(
             id=spec_id,
             summary=self._string(data, "summary", 1),
@@ -238,6 +261,29 @@ class _SpecBuilder:
             targets=targets,
             cases=cases,
             path=self.path,
+            obsolete_when=obsolete,
+        )
+
+    def obsolete(self, index: int, table: Any) -> ObsoleteWhen:
+        line = self.lines.header("obsolete-when", index)
+        if not isinstance(table, dict):
+            raise self.fail(line, "each obsolete-when must be a table ([[obsolete-when]])")
+        self._unknown(table, OBSOLETE_KEYS, line, "[[obsolete-when]]")
+        calls = table.get("calls", [])
+        if not isinstance(calls, list) or not calls or not all(isinstance(c, str) for c in calls):
+            raise self.fail(self.lines.key("calls", line), "'calls' must be a non-empty list of qualified names")
+        text = self._string(table, "versions", line, required=False)
+        try:
+            versions = SpecifierSet(text)
+        except InvalidSpecifier:
+            raise self.fail(self.lines.key("versions", line), f"invalid PEP 440 specifier {text!r}") from None
+        return ObsoleteWhen(
+            self._string(table, "file", line),
+            self._string(table, "function", line),
+            tuple(calls),
+            self._string(table, "reason", line),
+            versions,
+            line,
         )
 
     def target(self, index: int, table: Any) -> Target:
