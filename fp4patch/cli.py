@@ -125,6 +125,28 @@ def _reports_table(title: str, reports, show_summary: bool = False) -> Table:
     return table
 
 
+def _trace_table(cases: list[dict[str, Any]]) -> Table:
+    passed = sum(1 for c in cases if c.get("passed"))
+    table = Table(title=f"fullgraph trace: {passed}/{len(cases)} cases passed", title_justify="left")
+    for column in ("case", "result", "graphs", "breaks", "custom ops", "layout"):
+        table.add_column(column, overflow="fold")
+    for c in cases:
+        if c.get("error"):
+            row = [c["name"], "[red]FAIL[/]", str(c.get("graphs", "")), "", "", c["error"]]
+        else:
+            layout = "ok" if c.get("layout_ok") else f"expected {c.get('expected')} got {c.get('traced')}"
+            row = [
+                c["name"],
+                "[green]PASS[/]" if c.get("passed") else "[red]FAIL[/]",
+                str(c.get("graphs", "")),
+                str(c.get("graph_breaks", "")),
+                ", ".join(c.get("custom_ops") or []) or "-",
+                layout,
+            ]
+        table.add_row(*row)
+    return table
+
+
 @app.command()
 def status(
     python: PythonOpt = None,
@@ -220,24 +242,37 @@ def verify(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
 ) -> None:
     """Check each selected spec on the installed files; never writes.
 
-    Exit 0 when every selected spec is applied (or applicable, with --applicable); 1 otherwise.
+    Exit 0 when every selected spec is applied (or applicable, with --applicable) and, with
+    --trace, every trace case passes; 1 otherwise.
     """
 
     def body() -> int:
         from .engine import SATISFIED
 
-        _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        env, engine, selected = _context(python, site_packages, specs_dir, spec)
         reports = [engine.report(s) for s in selected]
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set())
         ok = all(r.state in ok_states for r in reports)
+        cases = None
+        if trace:
+            from .trace import run_probe
+
+            cases = run_probe(env, engine.dist.site_packages if site_packages else None)
+            ok = ok and bool(cases) and all(c.get("passed") for c in cases)
         if as_json:
-            print(json.dumps({**_header(engine), "ok": ok, "specs": _reports_json(reports)}, indent=2))
+            payload = {**_header(engine), "ok": ok, "specs": _reports_json(reports)}
+            if cases is not None:
+                payload["trace"] = cases
+            print(json.dumps(payload, indent=2))
         else:
             h = _header(engine)
             out.print(_reports_table(f"{h['distribution']} {h['version']}", reports))
+            if cases is not None:
+                out.print(_trace_table(cases))
             out.print("[green]verify: ok[/]" if ok else "[red]verify: failed[/]")
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
