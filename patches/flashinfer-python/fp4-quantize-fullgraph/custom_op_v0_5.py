@@ -1,9 +1,9 @@
-# --- fp4patch: fp4-quantize-fullgraph (signature of FlashInfer 0.5.0 .. 0.6.7.post3) ---
-# Our own custom op `fp4patch::fp4_quantize` (never upstream's `flashinfer::fp4_quantize`), so that
-# fp4_quantize traces as one opaque node under torch.compile(fullgraph=True). Only the registration
-# runs at import; the JIT module still loads on the first real call. Without torch.library.custom_op
-# the name is None and fp4_quantize behaves exactly as before.
 def _fp4patch_register_fp4_quantize_op():
+    # fp4patch fp4-quantize-fullgraph, signature of FlashInfer 0.5.0 .. 0.6.7.post3.
+    # Our own custom op `fp4patch::fp4_quantize` (never upstream's `flashinfer::fp4_quantize`), so
+    # that fp4_quantize traces as one opaque node under torch.compile(fullgraph=True). Only the
+    # registration runs at import; the JIT module still loads on the first real call. Without
+    # torch.library.custom_op this returns None and fp4_quantize behaves exactly as before.
     from typing import Optional, Tuple
 
     _library = getattr(torch, "library", None)
@@ -98,3 +98,28 @@ def _fp4patch_register_fp4_quantize_op():
 
 
 _fp4patch_fp4_quantize_op = _fp4patch_register_fp4_quantize_op()
+
+
+def _fp4patch_bypass_api_wrappers(fn):
+    # Dynamo cannot trace @flashinfer_api's logging wrapper (FLASHINFER_LOGLEVEL > 0) nor the
+    # fi_trace auto-dump wrapper (FLASHINFER_TRACE_DUMP=1). While compiling, call the undecorated
+    # fp4_quantize, whose first statements redirect to the custom op; eager calls still go through
+    # the wrappers, so logging is unchanged. Without wrappers (the default log level) fn is returned.
+    inner = fn
+    while getattr(inner, "__wrapped__", None) is not None:
+        inner = inner.__wrapped__
+    if inner is fn:
+        return fn
+    import functools
+
+    @functools.wraps(fn)
+    def _fp4patch_fp4_quantize_entry(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return inner(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return _fp4patch_fp4_quantize_entry
+
+
+if _fp4patch_fp4_quantize_op is not None:
+    fp4_quantize = _fp4patch_bypass_api_wrappers(fp4_quantize)
