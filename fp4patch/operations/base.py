@@ -46,7 +46,11 @@ def parse_statements(code: str) -> list[cst.BaseStatement]:
         libcst.ParserSyntaxError: the code does not parse.
     """
     module = cst.parse_module(textwrap.dedent(code).strip("\n") + "\n")
-    return list(module.body)
+    body = list(module.body)
+    if body and module.header:
+        # comments above the first statement belong to the block, not to a module header
+        body[0] = body[0].with_changes(leading_lines=(*module.header, *body[0].leading_lines))
+    return body
 
 
 def ast_key(code: str) -> str:
