@@ -122,6 +122,9 @@ def _fp4patch_register_fp4_quantize_op():
 
 
 _fp4patch_fp4_quantize_op = _fp4patch_register_fp4_quantize_op()
+# The one check an eager fp4_quantize call pays: torch.compiler.is_compiling itself (Dynamo folds it
+# to True while tracing), bound once so no attribute lookups run per call; bool() is False.
+_fp4patch_is_compiling = torch.compiler.is_compiling if _fp4patch_fp4_quantize_op is not None else bool
 
 
 def _fp4patch_bypass_api_wrappers(fn):

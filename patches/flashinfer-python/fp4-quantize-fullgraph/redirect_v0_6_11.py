@@ -1,4 +1,4 @@
-if _fp4patch_fp4_quantize_op is not None and torch.compiler.is_compiling():
+if _fp4patch_is_compiling():
     return _fp4patch_fp4_quantize_op(
         input=input,
         global_scale=global_scale,

@@ -1,4 +1,4 @@
-if _fp4patch_fp4_quantize_op is not None and torch.compiler.is_compiling():
+if _fp4patch_is_compiling():
     # Only "omitted" and None cross the custom-op schema (as -1 / 0); a config object cannot.
     if nvfp4_4over6 is _UNSET:
         _fp4patch_nvfp4_4over6 = -1
