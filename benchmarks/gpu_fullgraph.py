@@ -38,23 +38,8 @@ import time
 import traceback
 
 M_DECODE, K_DECODE, LAYERS = 8, 7168, 4
-ITERS, REPEATS = 200, 7
+REPEATS = 7
 CALL_ITERS = 2000
-
-
-def _median_event_time(fn, iters=ITERS, repeats=REPEATS):
-    import torch
-
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / iters)
-    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times), "repeats": repeats, "iters": iters}
 
 
 def _per_call_host_cost(fp4_quantize, x, gs, iters=CALL_ITERS, repeats=REPEATS):
@@ -100,7 +85,7 @@ def percall(name: str) -> dict:
     return {"phase": name, "eager_fp4_quantize_call": _per_call_host_cost(flashinfer.fp4_quantize, x, gs)}
 
 
-def percall_ab(patched_site: str, rounds: int = 21) -> dict:
+def percall_ab(patched_site: str, rounds: int = 61) -> dict:
     """Eager per-call host cost, unpatched vs patched, in ONE process, interleaved round by round.
 
     The unpatched flashinfer is imported normally; the patched ``fp4_quantization.py`` from
@@ -129,9 +114,10 @@ def percall_ab(patched_site: str, rounds: int = 21) -> dict:
     for r in range(rounds):
         order = ("unpatched", "patched") if r % 2 == 0 else ("patched", "unpatched")
         for k in order:
-            times[k].append(_per_call_host_cost(fns[k], x, gs, iters=2000, repeats=1)["median_us"])
-    diffs = [p - u for p, u in zip(times["patched"], times["unpatched"])]
+            times[k].append(_per_call_host_cost(fns[k], x, gs, iters=1000, repeats=1)["median_us"])
+    diffs = sorted(p - u for p, u in zip(times["patched"], times["unpatched"]))
     return {
+        "paired_diff_iqr_us": [diffs[len(diffs) // 4], diffs[3 * len(diffs) // 4]],
         "rounds": rounds,
         "unpatched_us": statistics.median(times["unpatched"]),
         "patched_us": statistics.median(times["patched"]),
@@ -167,9 +153,10 @@ def phase(name: str) -> dict:
     result["first_call_s"] = time.perf_counter() - t0
     result["eager_fp4_quantize_call"] = _per_call_host_cost(fq, x, gs)
     block = make_block(fq)
-    result["eager_block"] = _median_event_time(lambda: block(x, weights, gs))
+    variants = {"eager_block": lambda: block(x, weights, gs)}
 
     if name != "patched":
+        result.update(_interleaved(variants))
         return result
 
     # 1. opcheck of the op against the real kernel: schema + fake-tensor tests only (values are
@@ -240,7 +227,7 @@ def phase(name: str) -> dict:
             torch.cuda.synchronize()
             eager_out = block(x, weights, gs)
             result[f"{label}_output_meta_equal"] = (out.shape, out.stride(), out.dtype) == (eager_out.shape, eager_out.stride(), eager_out.dtype)
-            result[label] = _median_event_time(lambda: compiled(x, weights, gs))
+            variants[label] = (lambda c: (lambda: c(x, weights, gs)))(compiled)
         except Exception as exc:  # noqa: BLE001
             result["errors"][label] = traceback.format_exception_only(exc)[-1].strip()
 
@@ -259,10 +246,36 @@ def phase(name: str) -> dict:
         graph.replay()
         torch.cuda.synchronize()
         result["graph_capture"] = {"ok": True, "out": [list(static_out.shape), str(static_out.dtype)]}
-        result["graph_replay"] = _median_event_time(graph.replay)
+        variants["graph_replay"] = graph.replay
     except Exception as exc:  # noqa: BLE001
         result["errors"]["graph_capture"] = traceback.format_exception_only(exc)[-1].strip()
+    result.update(_interleaved(variants))
     return result
+
+
+def _interleaved(variants: dict, rounds: int = 15, iters: int = 100) -> dict:
+    """Time every variant round by round (CUDA events, ``iters`` runs each), so that host noise
+    hits all of them alike; report the median over rounds (us per run)."""
+    import torch
+
+    for fn in variants.values():
+        for _ in range(10):
+            fn()
+    torch.cuda.synchronize()
+    samples = {k: [] for k in variants}
+    for _ in range(rounds):
+        for key, fn in variants.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            samples[key].append(start.elapsed_time(end) * 1000.0 / iters)
+    return {
+        key: {"median_us": statistics.median(v), "min_us": min(v), "max_us": max(v), "rounds": rounds, "iters": iters}
+        for key, v in samples.items()
+    }
 
 
 def orchestrate(args) -> int:
@@ -306,7 +319,9 @@ def orchestrate(args) -> int:
         summary["per_call_overhead_pct"] = 100.0 * (pu / uu - 1.0)
         summary["redirect_check_ns"] = p.get("redirect_check_ns")
         ab = results.get("percall_ab", {})
-        summary["same_process_ab"] = {k: ab.get(k) for k in ("unpatched_us", "patched_us", "median_paired_diff_us", "overhead_pct")}
+        summary["same_process_ab"] = {k: ab.get(k) for k in ("unpatched_us", "patched_us", "median_paired_diff_us", "paired_diff_iqr_us", "overhead_pct")}
+        if p.get("redirect_check_ns") and ab.get("unpatched_us"):
+            summary["redirect_check_pct_of_call"] = 100.0 * p["redirect_check_ns"] / 1000.0 / ab["unpatched_us"]
         eager = p["eager_block"]["median_us"]
         summary["eager_block_us"] = eager
         for key in ("inductor", "reduce_overhead", "graph_replay"):
