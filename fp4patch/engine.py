@@ -249,12 +249,7 @@ class Engine:
                 raise FileSystemError(
                     f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `fp4patch revert --force`"
                 )
-        for plan in writes:
-            check_writable(plan.path)
         applied_ids = sorted(set(manifest.specs) | {s.id for s in specs})
-        for plan in writes:
-            if plan.relative not in manifest.files:
-                self.store.write_backup(plan.relative, plan.current)
         new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files))
         for plan in plans.values():
             old = manifest.files.get(plan.relative)
@@ -264,8 +259,25 @@ class Engine:
             mode = plan.path.stat().st_mode & 0o7777
             specs_in = sorted(set(old.specs if old else []) | set(plan.specs))
             new_manifest.files[plan.relative] = FileRecord(original, sha256(plan.patched), specs_in, mode)
-        self._write_all([(p.path, p.current, p.patched) for p in writes])
-        self.store.save(new_manifest)
+        if not writes and self.store.path.exists() and new_manifest == manifest:
+            return []  # nothing to do, and nothing to record: no write at all
+        if not writes and not new_manifest.files:
+            return []  # every selected spec is obsolete, not needed, or already in the files
+        for plan in writes:
+            check_writable(plan.path)
+        self._check_state_writable()
+        fresh = [p.relative for p in writes if p.relative not in manifest.files]
+        try:
+            for relative in fresh:
+                self.store.write_backup(relative, plans[relative].current)
+            self._write_all([(p.path, p.current, p.patched) for p in writes], finish=lambda: self.store.save(new_manifest))
+        except FileSystemError:
+            if not self.store.path.exists():
+                self.store.remove()  # leave no state directory behind a failed first apply
+            else:
+                for relative in fresh:
+                    self.store.backup_path(relative).unlink(missing_ok=True)
+            raise
         return writes
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
@@ -311,11 +323,12 @@ class Engine:
             writes.append((path, current, new, record.mode))
         for path, *_ in writes:
             check_writable(path)
-        self._write_all([(p, c, n) for p, c, n, _ in writes], modes=[mode for *_, mode in writes])
+        self._check_state_writable()
         if records:
-            self.store.save(Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records))
+            finish = lambda: self.store.save(Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records))  # noqa: E731
         else:
-            self.store.remove()
+            finish = self.store.remove
+        self._write_all([(p, c, n) for p, c, n, _ in writes], modes=[mode for *_, mode in writes], finish=finish)
         return [str(p.relative_to(self.dist.site_packages)) for p, *_ in writes]
 
     def _current_manifest(self) -> Manifest | None:
@@ -326,13 +339,23 @@ class Engine:
             return None
         return manifest
 
-    def _write_all(self, writes: list[tuple[Path, bytes, bytes]], modes: list[int] | None = None) -> None:
-        """Write every file or none: on a failure, already written files get their old bytes back."""
+    def _check_state_writable(self) -> None:
+        """The manifest directory (or the nearest existing parent) must accept new files."""
+        directory = self.store.root
+        while not directory.exists():
+            directory = directory.parent
+        check_writable(directory / "manifest.json")
+
+    def _write_all(self, writes: list[tuple[Path, bytes, bytes]], modes: list[int] | None = None, finish=None) -> None:
+        """Write every file and then run ``finish`` (the manifest), or none: on a failure, already
+        written files get their old bytes back."""
         done: list[tuple[Path, bytes]] = []
         try:
             for i, (path, old, new) in enumerate(writes):
                 atomic_write(path, new, mode=modes[i] if modes else None)
                 done.append((path, old))
+            if finish is not None:
+                finish()
         except FileSystemError:
             for path, old in reversed(done):
                 atomic_write(path, old)

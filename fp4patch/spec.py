@@ -62,8 +62,18 @@ class Target:
     line: int = 0
 
     def contains(self, version: Version | str) -> bool:
-        """True when ``version`` falls inside this target's specifier (prereleases included)."""
-        return self.versions.contains(Version(str(version)), prereleases=True)
+        """True when ``version`` falls inside this target's specifier.
+
+        PEP 440 with pre-releases admitted, plus one rule users expect from adjacent ranges
+        ``<X`` / ``>=X``: a pre- or dev-release of X (``0.6.11rc1``) carries X's code, so it is
+        matched as X when the specifier does not place it by itself.
+        """
+        version = Version(str(version))
+        if self.versions.contains(version, prereleases=True):
+            return True
+        if version.is_prerelease and not any(Version(s.version.rstrip(".*")).is_prerelease for s in self.versions if s.version[0].isdigit()):
+            return self.versions.contains(Version(version.base_version), prereleases=True)
+        return False
 
 
 @dataclass
@@ -166,7 +176,8 @@ def load_specs(directory: Path | None = None) -> list[Spec]:
     by_id: dict[str, Spec] = {}
     for spec in specs:
         if spec.id in by_id:
-            raise SpecError(f"{spec.path}:1: duplicate spec id {spec.id!r} (also in {by_id[spec.id].path})")
+            line = _Lines(spec.path.read_text(encoding="utf-8")).key("id")
+            raise SpecError(f"{spec.path}:{line}: duplicate spec id {spec.id!r} (also in {by_id[spec.id].path})")
         by_id[spec.id] = spec
     for spec in specs:
         lines = _Lines(spec.path.read_text(encoding="utf-8"))
@@ -354,7 +365,10 @@ class _SpecBuilder:
         if "code" in table:
             code = self._string(table, "code", line)
             where = self.lines.key("code", line)
-            label, offset = str(self.path), where  # code starts on the line after `code = """`
+            raw = self.lines.lines[where - 1] if where <= len(self.lines.lines) else ""
+            # `code = """` + newline: the first code line is the next one; else it is this line
+            opens_block = re.search(r'=\s*("""|\'\'\')\s*$', raw) is not None
+            label, offset = str(self.path), where if opens_block else where - 1
         else:
             rel = self._string(table, "code-file", line)
             file = (self.path.parent / rel).resolve()
@@ -363,6 +377,8 @@ class _SpecBuilder:
             except OSError as exc:
                 raise self.fail(self.lines.key("code-file", line), f"cannot read code-file {rel!r}: {exc.strerror}") from None
             label, offset = str(file), 0
+        dedented = textwrap.dedent(code)
+        offset += len(dedented) - len(dedented.lstrip("\n"))  # blank lines _dedent strips
         try:
             ast.parse(_dedent(code), label)  # accepts `return` at top level: blocks go into functions
         except SyntaxError as exc:

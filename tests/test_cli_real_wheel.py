@@ -155,11 +155,6 @@ def test_apply_twice_writes_nothing(site_060: Path) -> None:
     assert "nothing written" in run_cli("apply", "--spec", CUDA_SPEC, *sp(site_060), check=True).stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Engine.apply (engine.py) saves the manifest even when no file changes, so a second apply "
-    "fails with exit 3 once the state directory is read-only",
-)
 def test_apply_twice_on_read_only_state_succeeds(site_060: Path) -> None:
     run_cli("apply", "--spec", CUDA_SPEC, *sp(site_060), check=True)
     files = snapshot(site_060)
@@ -248,11 +243,6 @@ def test_read_only_directory_refuses_and_writes_nothing(site_060: Path) -> None:
     assert not (site_060 / STATE).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Engine.apply (engine.py) writes the patched files before saving the manifest and does not "
-    "check the state directory first; when the manifest cannot be written, the files stay patched but unrecorded",
-)
 def test_unwritable_manifest_leaves_no_patched_file(site_060: Path) -> None:
     run_cli("apply", "--spec", CUDA_SPEC, *sp(site_060), check=True)
     files = snapshot(site_060)

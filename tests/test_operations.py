@@ -270,11 +270,6 @@ INSERT_PAIRS = [
         b"def f(): return 1  # keep me\n",
         b"def f():\n    x = 1\n    return 1  # keep me\n",
         id="one-line-def-trailing-comment",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="bug: base.body_statements/with_body drop the SimpleStatementSuite's trailing_whitespace, "
-            "so the comment after a one-line def is lost",
-        ),
     ),
     pytest.param(
         InsertAtFunctionStart(function="f", code="x = 1\n"),
@@ -463,11 +458,6 @@ APPEND_PAIRS = [
         b'"""Module doc."""\n\n\ndef f():\n    pass\n',
         b'"""Module doc."""\n\nX = 1\n\n\ndef f():\n    pass\n',
         id="after-imports-without-imports-keeps-the-docstring-first",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="bug: AppendToModule.insertion_index returns 0 when there is no import, so the block "
-            "goes above the module docstring (which stops being the docstring) and the file starts with a blank line",
-        ),
     ),
 ]
 
@@ -662,17 +652,12 @@ def test_drifted_names_the_missing_anchor(op, source, detail) -> None:
     assert check.detail == detail
 
 
-_APPLY_DRIFTED_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="bug: Operation.apply (operations/base.py) skips only APPLIED modules; when the function is there "
-    "but an anchor is missing (DRIFTED) it still runs the transformer and edits the module",
-)
 
 
 @pytest.mark.parametrize(
     ("op", "source"),
     [
-        pytest.param(*case.values[:2], id=case.id, marks=[_APPLY_DRIFTED_BUG] if "missing from" in case.values[2] else [])
+        pytest.param(*case.values[:2], id=case.id)
         for case in DRIFT_CASES
     ],
 )

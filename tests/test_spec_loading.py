@@ -167,12 +167,6 @@ def test_missing_operation_kind_points_at_the_operation(tmp_path: Path) -> None:
         pytest.param(sub(VALID, "x = 1\ny = 2\n", f"\nx = 1\ny = (  {MARK}\n"), id="leading-blank-line"),
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _SpecBuilder.code (spec.py) assumes the code starts on the line after `code =` and parses "
-    "_dedent(code), which strips leading blank lines: a one-line `code = \"...\"` is reported one line too "
-    "low, and each leading blank line shifts the reported line up by one",
-)
 def test_code_error_line_for_other_layouts(tmp_path: Path, text: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(SpecError) as caught:
@@ -219,10 +213,6 @@ def test_duplicate_ids_in_two_directories(tmp_path: Path) -> None:
     assert_error(caught.value, second, 1, "duplicate spec id 'demo'", str(first))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: load_specs (spec.py) reports a duplicate id at line 1 instead of the line of `id =`",
-)
 def test_duplicate_id_line_is_the_id_line(tmp_path: Path) -> None:
     write(tmp_path / "a", VALID)
     text = sub(VALID, 'id = "demo"', f'# the second copy\n\nid = "demo"  {MARK}')
@@ -314,12 +304,6 @@ def test_target_contains(tmp_path: Path, specifier: str, version: str, expected:
     assert (first in spec.targets_for(version)) is expected
 
 
-_BOUNDARY_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="bug: Target.contains (spec.py) uses plain PEP 440 with prereleases=True: '<0.6.11' excludes "
-    "0.6.11rc1/0.6.11.dev2 (pre-releases of the bound) and '>=0.6.11' excludes them by ordering, so adjacent "
-    "targets leave the pre-releases of their boundary not-targeted",
-)
 
 
 @pytest.mark.parametrize(
@@ -330,8 +314,8 @@ _BOUNDARY_GAP = pytest.mark.xfail(
         ("0.6.10rc1", 0),
         ("0.6.11", 1),
         ("0.6.11.post3", 1),
-        pytest.param("0.6.11rc1", 1, marks=_BOUNDARY_GAP),
-        pytest.param("0.6.11.dev2", 1, marks=_BOUNDARY_GAP),
+        ("0.6.11rc1", 1),
+        ("0.6.11.dev2", 1),
     ],
 )
 def test_adjacent_targets_partition_every_version(tmp_path: Path, version: str, expected_target: int) -> None:

@@ -8,7 +8,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from .base import OpCheck, OpState, Operation, parse_statements, statements_key
+from .base import OpCheck, OpState, Operation, is_docstring, parse_statements, statements_key
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 
@@ -50,7 +50,7 @@ class AppendToModule(Operation):
         """Index in ``module.body`` where the block goes."""
         if self.position == "end":
             return len(module.body)
-        index = 0
+        index = 1 if module.body and is_docstring(module.body[0]) else 0
         for i, statement in enumerate(module.body):
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 break
@@ -74,7 +74,7 @@ class _AppendTransformer(cst.CSTTransformer):
         index = self.op.insertion_index(updated_node)
         block = list(self.op._statements)
         blank = cst.EmptyLine()
-        separation = (blank, blank) if self.op.position == "end" else (blank,)
+        separation = (blank, blank) if self.op.position == "end" else (blank,) if index else ()
         block[0] = block[0].with_changes(leading_lines=(*separation, *block[0].leading_lines))
         if index < len(body) and self.op.position != "end":
             follower = body[index]

@@ -82,7 +82,8 @@ def body_statements(function: cst.FunctionDef) -> list[cst.BaseStatement]:
     """The statements of a function body, also for a one-line ``def f(): return x``."""
     if isinstance(function.body, cst.IndentedBlock):
         return list(function.body.body)
-    return [cst.SimpleStatementLine(body=list(function.body.body))]
+    suite = function.body
+    return [cst.SimpleStatementLine(body=list(suite.body), trailing_whitespace=suite.trailing_whitespace)]
 
 
 def with_body(function: cst.FunctionDef, statements: Sequence[cst.BaseStatement]) -> cst.FunctionDef:
@@ -288,8 +289,8 @@ class Operation:
         return ""
 
     def apply(self, module: cst.Module) -> cst.Module:
-        """Return ``module`` with the edit made (unchanged when already applied)."""
-        if self.check(module).state is OpState.APPLIED:
+        """Return ``module`` with the edit made; unchanged when already applied or drifted."""
+        if self.check(module).state is not OpState.APPLICABLE:
             return module
         return module.visit(self.transformer())
 
