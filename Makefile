@@ -14,7 +14,7 @@ help:
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
 	@echo "make lint   - ruff + compile check"
 	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
-	@echo "make compat - sweep every flashinfer-python release, writes docs/compatibility.md"
+	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time), writes docs/compatibility.md"
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test-all: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check fp4patch tests
 	$(PY) -m compileall -q fp4patch
+
+# 2 releases at a time; `make compat JOBS=4` to change. Downloads go to $$FP4PATCH_CACHE.
+JOBS ?= 2
+compat: $(VENV)/.installed
+	$(PY) -m fp4patch.compat -j $(JOBS) --output docs/compatibility.md
 
 clean:
 	rm -rf $(VENV) .demo build dist *.egg-info .pytest_cache

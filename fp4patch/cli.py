@@ -243,12 +243,20 @@ def verify(
     specs_dir: SpecsDirOpt = None,
     applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
+    against: Annotated[Optional[str], typer.Option("--against", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
+    wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Like --against, for a local wheel file.")] = None,
+    sdist: Annotated[Optional[Path], typer.Option("--sdist", help="Like --against, for a local sdist (.tar.gz) file.")] = None,
 ) -> None:
     """Check each selected spec on the installed files; never writes.
 
     Exit 0 when every selected spec is applied (or applicable, with --applicable) and, with
-    --trace, every trace case passes; 1 otherwise.
+    --trace, every trace case passes; 1 otherwise. With --against/--wheel/--sdist, the release is
+    checked in a temporary directory instead: each spec must be applicable (or applied, or
+    declared) on the pristine release and applied after patching that copy.
     """
+    if against or wheel or sdist:
+        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist))
+        return
 
     def body() -> int:
         from .engine import SATISFIED
@@ -277,6 +285,60 @@ def verify(
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body)
+
+
+def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist) -> int:
+    from .against import check_against, resolve_archive
+    from .engine import select_specs
+    from .environment import from_python
+    from .spec import load_specs
+
+    if site_packages:
+        raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
+    specs = load_specs(specs_dir)
+    selected = select_specs(specs, spec_ids)
+    if not selected:
+        raise UsageError("no spec selected; name one with --spec (see `fp4patch status`)")
+    distributions = sorted({s.distribution for s in selected})
+    if len(distributions) > 1:
+        raise UsageError(f"selected specs patch several distributions ({', '.join(distributions)}); select one with --spec")
+    source, archive = resolve_archive(against, wheel, sdist, distributions[0])
+    trace_env = from_python(python) if python and trace else None
+    report = check_against(source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir)
+    if as_json:
+        payload = {
+            "against": report.source,
+            "archive": str(report.archive),
+            "kind": report.kind,
+            "distribution": report.distribution,
+            "version": report.version,
+            "catalog": {"where": report.catalog, "message": report.catalog_message},
+            "ok": report.ok,
+            "specs": _reports_json(report.pristine),
+            "after_apply": _reports_json(report.after_apply),
+            "apply_error": report.apply_error,
+            "drifted": report.drifted,
+        }
+        if trace:
+            payload["trace"] = report.trace
+            payload["trace_note"] = report.trace_note
+        print(json.dumps(payload, indent=2))
+    else:
+        style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
+        out.print(f"[bold]{report.distribution} {report.version}[/] ({report.kind} {report.archive.name}), unpacked in a temporary directory")
+        out.print(f"[{style}]{report.catalog_message}[/]" if style else report.catalog_message)
+        out.print(_reports_table("on the pristine release", report.pristine))
+        if report.after_apply:
+            out.print(_reports_table("after apply (in the temporary copy)", report.after_apply))
+        for line in report.drifted:
+            out.print(f"[red]will not apply:[/] {line}", markup=True)
+        if report.trace is not None:
+            out.print(_trace_table(report.trace))
+        if report.trace_note:
+            out.print(report.trace_note)
+        verdict = "our patches apply to this release" if report.ok else "our patches do NOT apply cleanly to this release"
+        out.print(f"[green]verify --against: ok: {verdict}[/]" if report.ok else f"[red]verify --against: failed: {verdict}[/]")
+    return EXIT_OK if report.ok else EXIT_CHECK_FAILED
 
 
 @app.command()

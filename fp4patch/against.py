@@ -1,0 +1,149 @@
+"""``fp4patch verify --against``: will our patches still apply to a release we are about to move to?
+
+The release (``flashinfer-python==X`` from the registry, or a local ``--wheel``/``--sdist``
+file) is unpacked into a temporary directory, never into an environment. There:
+
+1. each selected spec is checked on the pristine files (``applicable`` counts as ok, like
+   ``verify --applicable``: the release is not patched yet);
+2. the specs that are applicable are applied to the temporary copy, which proves the planned
+   result parses and compiles, and checked again (they must now be ``applied``);
+3. with ``--trace`` and a wheel, the CPU trace probe runs in this interpreter (or ``--python``)
+   with ``PYTHONPATH`` set to the temporary copy. An sdist is not traced: before 0.5.0 only
+   sdists exist, and their compiled parts need a CUDA toolchain; the report says so.
+
+The release is also looked up in the catalog (:mod:`fp4patch.catalog`): the report says
+plainly when it is newer than every known release. The temporary directory is removed at the end.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .catalog import load_catalog
+from .engine import APPLICABLE, SATISFIED, Engine, SpecReport
+from .environment import TargetEnvironment, current, find_distribution, from_site_packages
+from .errors import DriftError, UsageError
+from .releases import fetch, unpack
+from .spec import Spec
+
+SDIST_TRACE_SKIPPED = "not traced: an sdist (its compiled parts need a CUDA toolchain; wheels exist from 0.5.0)"
+
+
+@dataclass
+class AgainstReport:
+    """What ``verify --against`` found; plain data for the CLI."""
+
+    source: str
+    archive: Path
+    kind: str  # "wheel" or "sdist"
+    distribution: str
+    version: str
+    catalog: str  # "known", "newer" or "unknown"
+    catalog_message: str
+    pristine: list[SpecReport]
+    after_apply: list[SpecReport] = field(default_factory=list)
+    apply_error: str = ""
+    trace: list[dict[str, Any]] | None = None
+    trace_note: str = ""
+
+    @property
+    def static_ok(self) -> bool:
+        if self.apply_error or not all(r.state in SATISFIED | {APPLICABLE} for r in self.pristine):
+            return False
+        return all(r.state in SATISFIED for r in self.after_apply)
+
+    @property
+    def ok(self) -> bool:
+        trace_ok = self.trace is None or (bool(self.trace) and all(c.get("passed") for c in self.trace))
+        return self.static_ok and trace_ok
+
+    @property
+    def drifted(self) -> list[str]:
+        """One line per spec that would not apply: ``id: state: detail``."""
+        lines = [f"{r.spec.id}: {r.state}: {r.detail}".rstrip(": ") for r in self.pristine if r.state not in SATISFIED | {APPLICABLE}]
+        if self.apply_error:
+            lines.append(f"apply: {self.apply_error}")
+        failed = {r.spec.id for r in self.pristine if r.state not in SATISFIED | {APPLICABLE}}
+        lines += [
+            f"{r.spec.id}: after apply: {r.state}: {r.detail}".rstrip(": ")
+            for r in self.after_apply
+            if r.state not in SATISFIED and r.spec.id not in failed
+        ]
+        return lines
+
+
+def resolve_archive(requirement: str | None, wheel: Path | None, sdist: Path | None, distribution: str) -> tuple[str, Path]:
+    """``(source, archive)`` from exactly one of the three options; downloads into the cache.
+
+    Raises:
+        UsageError: none or several given, not ``NAME==VERSION``, another distribution, a file
+            of the wrong kind or missing.
+        EnvironmentProblem: the registry has no such release.
+    """
+    given = [x for x in (requirement, wheel, sdist) if x]
+    if len(given) != 1:
+        raise UsageError("give one of --against NAME==VERSION, --wheel FILE, --sdist FILE")
+    if requirement:
+        try:
+            req = Requirement(requirement)
+        except InvalidRequirement:
+            raise UsageError(f"--against {requirement!r}: expected {distribution}==VERSION") from None
+        pins = [s for s in req.specifier if s.operator == "=="]
+        if len(pins) != 1 or len(req.specifier) != 1 or "*" in pins[0].version:
+            raise UsageError(f"--against {requirement!r}: pin one exact version, e.g. {distribution}==0.7.4")
+        if canonicalize_name(req.name) != distribution:
+            raise UsageError(f"--against {requirement!r}: the selected specs patch {distribution}")
+        return requirement, fetch(distribution, pins[0].version)
+    path = Path(wheel or sdist)  # type: ignore[arg-type]
+    expected = ".whl" if wheel else ".tar.gz"
+    if not path.name.endswith(expected):
+        raise UsageError(f"{path}: {'--wheel' if wheel else '--sdist'} needs a {expected} file")
+    if not path.is_file():
+        raise UsageError(f"{path}: file not found")
+    return str(path), path.resolve()
+
+
+def check_against(
+    source: str,
+    archive: Path,
+    specs: list[Spec],
+    selected: list[Spec],
+    trace: bool = False,
+    trace_env: TargetEnvironment | None = None,
+    specs_dir: Path | None = None,
+) -> AgainstReport:
+    """Unpack ``archive`` into a temporary directory and check ``selected`` there (see module doc)."""
+    distribution = selected[0].distribution
+    kind = "wheel" if archive.name.endswith(".whl") else "sdist"
+    with tempfile.TemporaryDirectory(prefix="fp4patch-against-") as scratch:
+        site = unpack(archive, Path(scratch) / "site-packages")
+        dist = find_distribution(from_site_packages(site), distribution)
+        where, message = load_catalog(distribution, specs_dir).describe(dist.version)
+        engine = Engine(dist, [s for s in specs if s.distribution == distribution])
+        pristine = [engine.report(s) for s in selected]
+        report = AgainstReport(source, archive, kind, distribution, str(dist.version), where, message, pristine)
+        # apply what can be applied, even when another spec is drifted: the report shows both
+        to_apply = [r.spec for r in pristine if r.state == APPLICABLE]
+        try:
+            if to_apply:
+                engine.apply(to_apply)
+        except DriftError as exc:
+            report.apply_error = str(exc)
+        else:
+            report.after_apply = [engine.report(s) for s in selected]
+        if trace:
+            if kind != "wheel":
+                report.trace_note = SDIST_TRACE_SKIPPED
+            elif not report.static_ok:
+                report.trace_note = "not traced: the specs do not apply to this release"
+            else:
+                from .trace import run_probe
+
+                report.trace = run_probe(trace_env or current(), dist.site_packages)
+    return report

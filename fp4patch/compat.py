@@ -1,0 +1,295 @@
+"""The compatibility sweep (``make compat``): every catalog release × every spec.
+
+For each release in the catalog (:mod:`fp4patch.catalog`), in worker processes (2 at a time by
+default, ``-j N`` to change):
+
+1. fetch the archive into the cache (:func:`fp4patch.releases.fetch`) and unpack it into a
+   temporary site-packages; hash every file;
+2. check every spec on the pristine files;
+3. apply the default specs that are applicable, and check them again (they must be ``applied``);
+4. where the release is a wheel (0.5.0 on), run the CPU trace probe with this interpreter and
+   ``PYTHONPATH`` set to that site-packages;
+5. revert, and compare every file with the pristine hashes (byte-identical, no file left over);
+6. each non-default spec alike, on its own (apply, check, revert, compare).
+
+The result is written as Markdown (default ``docs/compatibility.md``). Exit status 0 when every
+release is handled: each spec applied or declared (``not-needed``/``unsupported``/``obsolete``),
+never ``drifted`` or ``not-targeted`` on a release with fp4_quantize, every wheel release with
+the fullgraph spec applied traces, and every revert is byte-identical.
+
+Usage: ``python -m fp4patch.compat [-j N] [--output FILE] [--no-trace] [--only VERSION ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .catalog import Catalog, Release, load_catalog
+from .engine import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs
+from .environment import current, find_distribution, from_site_packages
+from .errors import Fp4PatchError
+from .releases import fetch, unpack
+from .spec import load_specs
+
+TRACE_SPEC = "fp4-quantize-fullgraph"
+DECLARED = {"not-needed", "unsupported", "obsolete"}
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (bytecode caches excluded), by relative path."""
+    hashes = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            hashes[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
+
+
+def _compare(before: dict[str, str], after: dict[str, str]) -> str:
+    """"" when identical, else a short description of the first differences."""
+    if before == after:
+        return ""
+    extra = sorted(set(after) - set(before))
+    missing = sorted(set(before) - set(after))
+    changed = sorted(k for k in set(before) & set(after) if before[k] != after[k])
+    parts = [f"{label}: {', '.join(items[:3])}" for label, items in (("left over", extra), ("missing", missing), ("changed", changed)) if items]
+    return "; ".join(parts)
+
+
+def _state(report) -> dict[str, str]:
+    return {"state": report.state, "detail": report.detail}
+
+
+def sweep_release(version: str, specs_dir: str | None, trace: bool) -> dict[str, Any]:
+    """Everything the sweep learns about one release, as plain data (runs in a worker process)."""
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # the trace probe imports the unpacked release
+    started = time.monotonic()
+    result: dict[str, Any] = {"version": version, "error": "", "specs": {}, "trace": None, "trace_note": "", "revert": {}}
+    try:
+        archive = fetch("flashinfer-python", version)
+    except Fp4PatchError as exc:
+        result["error"] = f"archive unavailable: {exc}"
+        return result
+    result["archive"] = "wheel" if archive.name.endswith(".whl") else "sdist"
+    specs = load_specs(Path(specs_dir) if specs_dir else None)
+    with tempfile.TemporaryDirectory(prefix=f"fp4patch-compat-{version}-") as scratch:
+        site = unpack(archive, Path(scratch) / "site-packages")
+        pristine_hashes = tree_hashes(site)
+        dist = find_distribution(from_site_packages(site), "flashinfer-python")
+        engine = Engine(dist, [s for s in specs if s.distribution == dist.name])
+        pristine = {s.id: engine.report(s) for s in specs}
+        for spec_id, report in pristine.items():
+            result["specs"][spec_id] = {"pristine": _state(report), "after": _state(report), "default": report.spec.default}
+        default = select_specs(specs, None)
+        groups = [[s for s in default]] + [[s] for s in specs if not s.default]
+        for group in groups:
+            label = "default" if group is groups[0] else group[0].id
+            to_apply = [s for s in group if pristine[s.id].state == APPLICABLE]
+            if not to_apply:
+                continue
+            try:
+                engine.apply(to_apply)
+            except Fp4PatchError as exc:
+                for s in to_apply:
+                    result["specs"][s.id]["after"] = {"state": "apply-failed", "detail": str(exc)}
+                continue
+            for s in to_apply:
+                result["specs"][s.id]["after"] = _state(engine.report(s))
+            if label == "default" and trace and TRACE_SPEC in {s.id for s in to_apply}:
+                if result["archive"] != "wheel":
+                    result["trace_note"] = "sdist: not traced"
+                elif result["specs"][TRACE_SPEC]["after"]["state"] == APPLIED:
+                    from .trace import run_probe
+
+                    try:
+                        cases = run_probe(current(), site, timeout=900)
+                        failed = [c for c in cases if not c.get("passed")]
+                        result["trace"] = {
+                            "passed": len(cases) - len(failed),
+                            "total": len(cases),
+                            "first_failure": f"{failed[0]['name']}: {failed[0].get('error') or 'layout/graph check failed'}" if failed else "",
+                        }
+                    except Fp4PatchError as exc:
+                        result["trace"] = {"passed": 0, "total": 0, "first_failure": str(exc)}
+            try:
+                engine.revert(None)
+                result["revert"][label] = _compare(pristine_hashes, tree_hashes(site))
+            except Fp4PatchError as exc:
+                result["revert"][label] = f"revert failed: {exc}"
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+# ---------------------------------------------------------------------------- evaluation
+def problems(release: Release, result: dict[str, Any]) -> list[str]:
+    """Why this release is not handled (empty when it is)."""
+    if result["error"]:
+        return [] if release.fp4_quantize is None else [result["error"]]
+    found = []
+    for spec_id, entry in result["specs"].items():
+        state = entry["after"]["state"]
+        if state in SATISFIED | DECLARED:
+            continue
+        if state == NOT_TARGETED and not release.has_fp4_quantize:
+            continue
+        found.append(f"{spec_id}: {state}: {entry['after']['detail']}")
+    trace = result.get("trace")
+    if trace and trace["passed"] != trace["total"] or trace and not trace["total"]:
+        found.append(f"trace: {trace['passed']}/{trace['total']} ({trace['first_failure']})")
+    fullgraph_applied = result["specs"].get(TRACE_SPEC, {}).get("after", {}).get("state") == APPLIED
+    if result.get("traced_requested") and result.get("archive") == "wheel" and fullgraph_applied and trace is None:
+        found.append("trace: not run")
+    for label, difference in result["revert"].items():
+        if difference:
+            found.append(f"revert ({label}) not byte-identical: {difference}")
+    return found
+
+
+def _cell(entry: dict[str, Any], reasons: dict[str, str]) -> str:
+    """The state after apply; with a reason reference unless it is plainly ``applied``."""
+    state, detail = entry["after"]["state"], entry["after"]["detail"]
+    if state == APPLIED or not detail:
+        return state
+    return f"{state} [{reasons.setdefault(detail, f'r{len(reasons) + 1}')}]"
+
+
+def render(catalog: Catalog, results: list[dict[str, Any]], spec_ids: list[str], defaults: set[str], seconds: float, jobs: int, trace: bool) -> str:
+    """The Markdown report."""
+    import platform
+
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover - the sweep without torch cannot trace
+        torch_version = "not installed"
+    by_version = {r["version"]: r for r in results}
+    reasons: dict[str, str] = {}
+    lines = [
+        "# flashinfer-python compatibility",
+        "",
+        "Generated by `make compat` (`python -m fp4patch.compat`); do not edit by hand.",
+        (
+            f"fp4patch {__version__}, {datetime.date.today().isoformat()}, Python {platform.python_version()}, "
+            f"torch {torch_version} (CPU), {len(results)} releases in {seconds:.0f} s with {jobs} at a time."
+        ),
+        "",
+        "For every release in the catalog (`patches/flashinfer-python/catalog.json`): unpack into a temporary",
+        "site-packages, check every spec, apply the default specs, verify, run the CPU fullgraph trace probe",
+        "(wheels only, from 0.5.0; sdists need a CUDA toolchain), revert and compare every file with the pristine",
+        "unpack; then each non-default spec alone, the same way. A spec cell is the state after apply: `applied`",
+        "means it applied and verifies; `not-needed`, `unsupported` and `obsolete` are declared by the spec, with",
+        "the reason listed below the table.",
+        "",
+    ]
+    # summary
+    lines += ["## Summary", ""]
+    handled = [r for r in catalog.releases if not problems(r, by_version[str(r.version)])]
+    with_fp4 = [r for r in catalog.releases if r.has_fp4_quantize]
+    lines.append(f"- releases in the catalog: {len(catalog.releases)}; with fp4_quantize: {len(with_fp4)}; handled: {len(handled)}")
+    no_fp4 = [str(r.version) for r in catalog.releases if r.fp4_quantize == ""]
+    unknown = [str(r.version) for r in catalog.releases if r.fp4_quantize is None]
+    lines.append(f"- without fp4_quantize (nothing to patch): {len(no_fp4)} ({no_fp4[0]} .. {no_fp4[-1]})" if no_fp4 else "- without fp4_quantize: none")
+    for version in unknown:
+        lines.append(f"- {version}: fp4_quantize unknown, {catalog.get(version).note or by_version[version]['error']}")
+    for spec_id in spec_ids:
+        counts: dict[str, int] = {}
+        for r in with_fp4:
+            entry = by_version[str(r.version)]["specs"].get(spec_id)
+            state = entry["after"]["state"] if entry else "missing"
+            counts[state] = counts.get(state, 0) + 1
+        text = ", ".join(f"{state} {n}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        lines.append(f"- `{spec_id}`{' (default)' if spec_id in defaults else ''} on the {len(with_fp4)} releases with fp4_quantize: {text}")
+    wheels = [r for r in with_fp4 if by_version[str(r.version)].get("archive") == "wheel"]
+    traced = [by_version[str(r.version)]["trace"] for r in wheels if by_version[str(r.version)]["trace"]]
+    passing = [t for t in traced if t["total"] and t["passed"] == t["total"]]
+    if trace:
+        lines.append(f"- fullgraph trace (CPU probe, wheel releases): {len(passing)}/{len(wheels)} releases pass every case")
+    else:
+        lines.append("- fullgraph trace: not run (--no-trace)")
+    reverts = [d for r in results for d in r["revert"].values()]
+    lines.append(f"- reverts byte-identical to the pristine unpack: {sum(1 for d in reverts if not d)}/{len(reverts)}")
+    failing = [(r, problems(r, by_version[str(r.version)])) for r in catalog.releases]
+    failing = [(r, p) for r, p in failing if p]
+    if failing:
+        lines += ["", "**Not handled:**", ""]
+        for r, found in failing:
+            lines.append(f"- {r.version}: " + "; ".join(found))
+    # table
+    lines += ["", "## Releases", ""]
+    header = ["release", "archive", "fp4_quantize"] + [f"`{s}`" for s in spec_ids] + ["trace", "revert"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for release in catalog.releases:
+        result = by_version[str(release.version)]
+        fp4 = release.fp4_quantize.removeprefix("flashinfer/") if release.fp4_quantize else ("no" if release.fp4_quantize == "" else "unknown")
+        if result["error"]:
+            text = f"archive unavailable: {release.note}" if release.note else result["error"]
+            key = reasons.setdefault(text, f"r{len(reasons) + 1}")
+            lines.append("| " + " | ".join([str(release.version), release.archive, fp4] + [f"- [{key}]"] * len(spec_ids) + ["-", "-"]) + " |")
+            continue
+        cells = [_cell(result["specs"][s], reasons) if s in result["specs"] else "missing" for s in spec_ids]
+        t = result["trace"]
+        if t:
+            trace_cell = f"pass {t['passed']}/{t['total']}" if t["total"] and t["passed"] == t["total"] else f"FAIL {t['passed']}/{t['total']}"
+        else:
+            trace_cell = "n/a (sdist)" if result.get("archive") == "sdist" else "-"
+        revert_cell = "identical" if result["revert"] and not any(result["revert"].values()) else ("-" if not result["revert"] else "DIFFERS")
+        lines.append("| " + " | ".join([str(release.version), result.get("archive", release.archive), fp4] + cells + [trace_cell, revert_cell]) + " |")
+    if reasons:
+        lines += ["", "## Reasons", ""]
+        for text, key in reasons.items():
+            lines.append(f"- **{key}**: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fp4patch.compat", description="Sweep every catalog release; write docs/compatibility.md.")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="releases at a time (default 2)")
+    parser.add_argument("--output", type=Path, default=Path("docs/compatibility.md"), help="Markdown report (default docs/compatibility.md)")
+    parser.add_argument("--no-trace", action="store_true", help="static checks only")
+    parser.add_argument("--only", nargs="*", default=None, help="sweep only these versions (the report still lists them alone)")
+    parser.add_argument("--specs-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    catalog = load_catalog("flashinfer-python", args.specs_dir)
+    if args.only:
+        wanted = {str(catalog.get(v).version) if catalog.get(v) else v for v in args.only}
+        catalog = Catalog(catalog.distribution, [r for r in catalog.releases if str(r.version) in wanted], catalog.path)
+    specs = [s for s in load_specs(args.specs_dir) if s.distribution == catalog.distribution]
+    spec_ids = [s.id for s in sorted(specs, key=lambda s: (not s.default, s.id))]
+    started = time.monotonic()
+    versions = [str(r.version) for r in catalog.releases]
+    specs_dir = str(args.specs_dir) if args.specs_dir else None
+    results = []
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(sweep_release, v, specs_dir, not args.no_trace) for v in versions]
+        for release, future in zip(catalog.releases, futures):
+            result = future.result()
+            result["traced_requested"] = not args.no_trace
+            results.append(result)
+            found = problems(release, result)
+            states = " ".join(f"{k}={e['after']['state']}" for k, e in result["specs"].items())
+            trace = result["trace"]
+            trace_text = f" trace={trace['passed']}/{trace['total']}" if trace else ""
+            status = "ok" if not found else "PROBLEM: " + "; ".join(found)
+            print(f"{result['version']:>13} {result.get('seconds', 0):6.1f}s {result['error'] or states}{trace_text}  {status}", flush=True)
+    seconds = time.monotonic() - started
+    text = render(catalog, results, spec_ids, {s.id for s in specs if s.default}, seconds, args.jobs, not args.no_trace)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    bad = [r for r in catalog.releases if problems(r, results[versions.index(str(r.version))])]
+    print(f"wrote {args.output}: {len(catalog.releases) - len(bad)}/{len(catalog.releases)} releases handled in {seconds:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The release catalog, one real release per era, and ``verify --against``.
+
+The full sweep over all 74 releases (with the trace probe) is ``make compat``; here one release
+per era of the matrix is checked statically: apply the default specs, verify, revert
+byte-identical, and each non-default spec on its own, with the declared states and their reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from fp4patch.catalog import load_catalog
+from fp4patch.compat import tree_hashes
+from fp4patch.engine import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs
+from fp4patch.environment import find_distribution, from_site_packages
+from fp4patch.releases import fetch
+from fp4patch.spec import load_specs
+
+from .conftest import DIST, SPECS_DIR, release_site, run_cli
+
+DECLARED = {"not-needed", "unsupported", "obsolete"}
+
+# One release per era of the matrix (fp4_quantize file, signature, decorators, getter, get_cuda_version).
+ERAS = [
+    "0.2.5",  # 1: no fp4_quantize
+    "0.2.6.post1",  # 2: 5 parameters, global_scale required
+    "0.2.9",  # 3: is_sf_8x4_layout
+    "0.2.12",  # 4: enable_pdl, sm100 getter
+    "0.2.14",  # 5: _get_cuda_version
+    "0.4.0",  # 5: get_cuda_version falls back to torch.version.cuda
+    "0.5.0",  # 5: first wheel
+    "0.6.0",  # 6: @flashinfer_api
+    "0.6.7",  # 7: moved to flashinfer/quantization/
+    "0.6.8",  # 8: backend
+    "0.6.10",  # 9: @flashinfer_api(trace=...)
+    "0.6.11",  # 10: is_global_scale_inversed
+    "0.6.12",  # 11: upstream torch.ops.flashinfer.fp4_quantize
+    "0.7.1",  # 12: nvfp4_4over6
+    "0.7.4",  # 13: keyword-only batch_invariant
+]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(DIST)
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return [s for s in load_specs(SPECS_DIR) if s.distribution == DIST]
+
+
+def test_catalog_lists_every_registry_release(catalog):
+    versions = [str(r.version) for r in catalog.releases]
+    assert len(versions) == 74
+    assert versions[0] == "0.2.0.post1" and versions[-1] == "0.7.4"
+    assert len(set(versions)) == 74
+    with_fp4 = [r for r in catalog.releases if r.has_fp4_quantize]
+    assert len(with_fp4) == 63
+    assert str(with_fp4[0].version) == "0.2.6.post1"
+    assert all(r.archive == ("wheel" if r.version >= Version("0.5.0") else "sdist") for r in catalog.releases)
+    moved = {str(r.version) for r in with_fp4 if r.fp4_quantize == "flashinfer/quantization/fp4_quantization.py"}
+    assert min(moved, key=Version) == "0.6.7"
+    unknown = [r for r in catalog.releases if r.fp4_quantize is None]
+    assert [str(r.version) for r in unknown] == ["0.2.6"] and unknown[0].note
+
+
+def test_catalog_is_not_a_spec():
+    ids = {s.id for s in load_specs(SPECS_DIR)}
+    assert "catalog" not in ids
+    assert not list(SPECS_DIR.rglob("catalog.toml"))
+
+
+def test_every_spec_declares_every_catalog_release_with_fp4_quantize(catalog, specs):
+    """No spec is `not-targeted` on a known release with fp4_quantize; declared ranges give a reason."""
+    for spec in specs:
+        missing = [str(r.version) for r in catalog.releases if r.has_fp4_quantize and not spec.targets_for(r.version)]
+        assert not missing, f"{spec.id} has no target for {missing}"
+        for target in spec.targets:
+            if target.status:
+                assert target.reason.strip(), f"{spec.id}:{target.line}: {target.status} without a reason"
+
+
+@pytest.mark.parametrize("version", ERAS)
+def test_era_apply_verify_revert(version, catalog, specs, tmp_path, tmp_path_factory):
+    import shutil
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(release_site(version, tmp_path_factory), site, symlinks=True)
+    pristine = tree_hashes(site)
+    dist = find_distribution(from_site_packages(site), DIST)
+    assert str(dist.version) == version
+    engine = Engine(dist, specs)
+    release = catalog.get(version)
+    reports = {s.id: engine.report(s) for s in specs}
+    for spec_id, report in reports.items():
+        if report.state == NOT_TARGETED:
+            assert not release.has_fp4_quantize, f"{spec_id} not targeted at {version}, which has fp4_quantize"
+            continue
+        assert report.state in DECLARED | {APPLICABLE}, f"{spec_id} on {version}: {report.state}: {report.detail}"
+        if report.state in DECLARED:
+            assert report.detail, f"{spec_id} on {version}: {report.state} without a reason"
+    if not release.has_fp4_quantize:
+        assert all(r.state in DECLARED | {NOT_TARGETED} for r in reports.values())
+    groups = [select_specs(specs, None)] + [[s] for s in specs if not s.default]
+    for group in groups:
+        to_apply = [s for s in group if reports[s.id].state == APPLICABLE]
+        if not to_apply:
+            continue
+        written = engine.apply(to_apply)
+        assert written
+        for spec in group:
+            state = engine.report(spec).state
+            assert state in SATISFIED | DECLARED, f"{spec.id} on {version} after apply: {state}"
+        assert all(engine.report(s).state == APPLIED for s in to_apply)
+        engine.revert(None)
+        assert tree_hashes(site) == pristine, f"{version}: revert of {[s.id for s in group]} is not byte-identical"
+
+
+def test_status_shows_declared_reason(tmp_path_factory):
+    site = release_site("0.3.0", tmp_path_factory)
+    done = run_cli("status", "--site-packages", str(site), "--json", check=True)
+    states = {s["id"]: s for s in json.loads(done.stdout)["specs"]}
+    assert states["cuda-version-from-torch"]["state"] == "applicable"
+    assert states["fp4-quantize-fullgraph"]["state"] == "unsupported"
+    assert states["fp4-quantize-fullgraph"]["detail"]
+    text = run_cli("status", "--site-packages", str(site), check=True).stdout
+    assert "unsupported" in text and states["fp4-quantize-fullgraph"]["detail"].split()[0] in text
+    early = run_cli("status", "--site-packages", str(release_site("0.2.5", tmp_path_factory)), "--json", check=True)
+    for spec in json.loads(early.stdout)["specs"]:
+        if spec["id"] != "fp4-quantize-compiler-disable" or spec["state"] != "not-targeted":
+            assert spec["state"] == "not-needed" and spec["detail"], spec
+
+
+# ---------------------------------------------------------------------------- --against
+def test_against_a_release_that_is_not_installed(tmp_path):
+    """0.6.7 is fetched and checked in a temporary directory; the current environment has no flashinfer."""
+    assert run_cli("status").returncode == 2  # nothing installed here, before ...
+    done = run_cli("verify", "--against", "flashinfer-python==0.6.7", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["ok"] is True and payload["version"] == "0.6.7" and payload["kind"] == "wheel"
+    assert payload["catalog"]["where"] == "known"
+    assert {s["id"]: s["state"] for s in payload["specs"]} == {"cuda-version-from-torch": "applicable", "fp4-quantize-fullgraph": "applicable"}
+    assert {s["id"]: s["state"] for s in payload["after_apply"]} == {"cuda-version-from-torch": "applied", "fp4-quantize-fullgraph": "applied"}
+    assert payload["drifted"] == []
+    assert run_cli("status").returncode == 2  # ... and after
+    text = run_cli("verify", "--against", "flashinfer-python==0.6.7")
+    assert text.returncode == 0 and "in the catalog" in text.stdout and "verify --against: ok" in text.stdout
+
+
+def _fake_wheel(tmp_path: Path, version: str, drop_nvcc: bool) -> Path:
+    """A small wheel of a future release, made of 0.7.4's relevant files."""
+    source = fetch(DIST, "0.7.4")
+    keep = ("flashinfer/jit/cpp_ext.py", "flashinfer/quantization/fp4_quantization.py", "flashinfer/fp4_quantization.py")
+    path = tmp_path / f"flashinfer_python-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(path, "w") as new:
+        for name in keep:
+            data = old.read(name)
+            if drop_nvcc and name.endswith("cpp_ext.py"):
+                data = data.replace(b"subprocess.check_output(", b"subprocess.run(")
+            new.writestr(name, data)
+        new.writestr(f"flashinfer_python-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n")
+    return path
+
+
+def test_against_newer_than_the_catalog_says_so_and_what_drifted(tmp_path):
+    wheel = _fake_wheel(tmp_path, "0.8.0", drop_nvcc=True)
+    done = run_cli("verify", "--wheel", str(wheel), "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["version"] == "0.8.0" and payload["catalog"]["where"] == "newer"
+    assert "newer than every release in the catalog (latest known: 0.7.4)" in payload["catalog"]["message"]
+    drifted = "\n".join(payload["drifted"])
+    assert "cuda-version-from-torch: drifted" in drifted and "subprocess.check_output" in drifted
+    assert "fp4-quantize-fullgraph: unsupported" in drifted
+    text = run_cli("verify", "--wheel", str(wheel))
+    assert text.returncode == 1
+    assert "newer than every release in the catalog" in text.stdout and "will not apply: cuda-version-from-torch: drifted" in text.stdout
+
+
+def test_against_sdist_is_not_traced(tmp_path):
+    done = run_cli("verify", "--sdist", str(fetch(DIST, "0.2.14")), "--trace", "--json")
+    payload = json.loads(done.stdout)
+    assert payload["kind"] == "sdist" and payload["trace"] is None and "sdist" in payload["trace_note"]
+    assert {s["id"]: s["state"] for s in payload["after_apply"]}["cuda-version-from-torch"] == "applied"
+    assert done.returncode == 1  # fp4-quantize-fullgraph is declared unsupported before 0.5.0
+    assert any(line.startswith("fp4-quantize-fullgraph: unsupported") for line in payload["drifted"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--against", "flashinfer-python>=0.7"),
+        ("--against", "torch==2.13.0"),
+        ("--against", "flashinfer-python==0.7.4", "--site-packages", "/tmp"),
+        ("--against", "flashinfer-python==0.7.4", "--wheel", "x.whl"),
+        ("--wheel", "missing.tar.gz"),
+    ],
+)
+def test_against_usage_errors(args):
+    done = run_cli("verify", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("fp4patch: error: ")
