@@ -1,0 +1,502 @@
+"""``fp4_quantize`` under ``torch.compile(fullgraph=True)``, on the real 0.6.0 and 0.7.4 wheels, on CPU.
+
+Every check that imports FlashInfer runs in a fresh interpreter (``PYTHONPATH=<site>``), so Dynamo
+state, monkeypatches and imported modules never leak from one FlashInfer copy to another:
+``fp4patch verify --trace`` runs the trace probe in its own subprocess, and the other checks run a
+small child script (``_child``) that prints one JSON result line.
+
+States covered, for both ends of the supported range:
+
+* unpatched: every probe case fails with ``Unsupported: Attempted to call function marked as
+  skipped``, naming ``_thread.allocate_lock`` (the error users report);
+* ``fp4-quantize-compiler-disable``: ``Skip calling `torch.compiler.disable()`d function``;
+* default specs: every probe case passes (one graph, no break, ``fp4patch::fp4_quantize`` as the
+  only custom-op node, layout as the formula, dynamic M included);
+* ``cuda-version-from-torch``: tracing ``is_cuda_version_at_least`` no longer reaches ``subprocess``
+  (and unpatched, in the same set-up, it does);
+* the custom op's body forwards every argument under its own name (to the module-level wrapper and
+  on to the kernel), eager calls never go through the op, and the redirect is the first statement
+  after the docstring with the rest of ``fp4_quantize`` untouched.
+
+Not covered: importing the patched module on a torch without ``torch.library.custom_op`` (FlashInfer
+itself needs it at import, so that torch cannot import FlashInfer at all).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4patch.spec import load_specs
+from fp4patch.trace_probe import build_cases
+
+from .conftest import SPECS_DIR, release_site, run_cli
+
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
+]
+
+VERSIONS = ["0.6.0", "0.7.4"]
+FP4_FILE = {"0.6.0": "flashinfer/fp4_quantization.py", "0.7.4": "flashinfer/quantization/fp4_quantization.py"}
+FULLGRAPH = "fp4-quantize-fullgraph"
+DISABLE = "fp4-quantize-compiler-disable"
+CUDA = "cuda-version-from-torch"
+OP = "fp4patch::fp4_quantize"
+SKIPPED = "Unsupported: Attempted to call function marked as skipped"
+DISABLED = "Unsupported: Skip calling `torch.compiler.disable()`d function"
+MARK = "FP4PATCH-CHILD-RESULT "
+
+# One non-default value per parameter of the op (as it crosses the schema); "<gs>" is the
+# global-scale tensor of the child. Booleans can only be told apart one at a time, so each
+# parameter is also sent alone (the others at their defaults): a positional mix-up then shows.
+NON_DEFAULT = {
+    "global_scale": "<gs>",
+    "sf_vec_size": 32,
+    "sf_use_ue8m0": True,
+    "is_sf_swizzled_layout": False,
+    "is_sf_8x4_layout": True,
+    "is_global_scale_inversed": True,
+    "enable_pdl": False,
+    "backend": "cuda",
+    "nvfp4_4over6": 0,  # None (0) instead of "argument omitted" (-1)
+    "batch_invariant": True,
+}
+# Parameters that leave the kernel path of fp4_quantize_sm100 (another kernel entirely).
+OFF_KERNEL_PATH = {"batch_invariant"}
+
+
+def module_name(version: str) -> str:
+    return FP4_FILE[version][: -len(".py")].replace("/", ".")
+
+
+@pytest.fixture
+def linked_site(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Call with a version: a private site-packages of hard links to the pristine unpacked wheel.
+
+    The 0.7.4 wheel unpacks to about 700 MB, too much to copy for every test. fp4patch replaces a
+    file by a new inode (``files.atomic_write``), so patching a linked copy leaves the pristine one
+    intact; Python adds only new files (``__pycache__``).
+    """
+
+    def make(version: str, name: str = "site") -> Path:
+        target = tmp_path / f"{name}-{version}"
+        shutil.copytree(release_site(version, tmp_path_factory), target, symlinks=True, copy_function=os.link)
+        return target
+
+    return make
+
+
+def sp(site: Path) -> tuple[str, str]:
+    return ("--site-packages", str(site))
+
+
+def apply(site: Path, *specs: str) -> None:
+    run_cli("apply", *sp(site), *(a for s in specs for a in ("--spec", s)), check=True)
+
+
+def verify_trace(site: Path, *extra: str) -> tuple[int, dict]:
+    done = run_cli("verify", "--trace", *sp(site), "--json", *extra)
+    assert done.stdout.strip(), f"no JSON (exit {done.returncode})\n{done.stderr}"
+    return done.returncode, json.loads(done.stdout)
+
+
+def _child(site: Path, script: str, params: dict) -> dict:
+    """Run ``script`` in a fresh interpreter that imports FlashInfer from ``site``; its JSON result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(params)], check=False, capture_output=True, text=True, env=env, cwd=site, timeout=600
+    )
+    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
+    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return json.loads(lines[-1])
+
+
+def _fullgraph_target_ops(version: str):
+    spec = next(s for s in load_specs(SPECS_DIR) if s.id == FULLGRAPH)
+    targets = [t for t in spec.targets_for(version) if not t.status]
+    assert len(targets) == 1, f"{FULLGRAPH}: {len(targets)} patching targets for {version}"
+    return targets[0]
+
+
+def _function(module: ast.Module, name: str) -> ast.FunctionDef:
+    found = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert len(found) == 1, f"{len(found)} top-level definitions of {name}"
+    return found[0]
+
+
+def _kernel_params(source: str) -> list[str]:
+    """Parameter names of ``fp4_quantize_sm100``, defined inside ``get_fp4_quantization_module``."""
+    outer = _function(ast.parse(source), "get_fp4_quantization_module")
+    inner = [n for n in ast.walk(outer) if isinstance(n, ast.FunctionDef) and n.name == "fp4_quantize_sm100"]
+    assert len(inner) == 1
+    return [a.arg for a in inner[0].args.args]
+
+
+# --------------------------------------------------------------------------- #
+# verify --trace: the three states of fp4_quantize under fullgraph
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unpatched_fails_on_thread_lock(linked_site, version: str) -> None:
+    site = linked_site(version)
+    # --applicable: the specs only have to be applicable, so the exit code is the trace's alone
+    code, payload = verify_trace(site, "--applicable")
+    assert {s["state"] for s in payload["specs"]} == {"applicable"}
+    assert code == 1 and payload["ok"] is False
+    cases = payload["trace"]
+    assert [c["name"] for c in cases] == [c["name"] for c in build_cases()]
+    for c in cases:
+        assert not c["passed"], c["name"]
+        assert c["error"] == SKIPPED, c
+        assert "_thread.allocate_lock" in (c["error_explanation"] or ""), c
+        assert c["graphs"] == 0, c
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_compiler_disable_fails_on_disabled_function(linked_site, version: str) -> None:
+    site = linked_site(version)
+    apply(site, DISABLE)
+    code, payload = verify_trace(site, "--spec", DISABLE)
+    assert [(s["id"], s["state"]) for s in payload["specs"]] == [(DISABLE, "applied")]
+    assert code == 1 and payload["ok"] is False
+    cases = payload["trace"]
+    assert len(cases) == len(build_cases())
+    for c in cases:
+        assert not c["passed"], c["name"]
+        assert c["error"] == DISABLED, c
+        assert "torch.compiler.disable" in (c["error_explanation"] or ""), c
+        assert "_thread.allocate_lock" not in (c["error_explanation"] or ""), c
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_default_specs_pass_every_trace_case(linked_site, version: str) -> None:
+    site = linked_site(version)
+    apply(site)
+    code, payload = verify_trace(site)
+    assert {s["id"]: s["state"] for s in payload["specs"]} == {CUDA: "applied", FULLGRAPH: "applied"}
+    cases = payload["trace"]
+    assert [c["name"] for c in cases] == [c["name"] for c in build_cases()], "the probe must run every case"
+    failed = [c for c in cases if not c["passed"]]
+    assert not failed, json.dumps(failed, indent=1)[:4000]
+    assert code == 0 and payload["ok"] is True
+    for c in cases:
+        assert c["flashinfer"] == version
+        assert c["error"] is None, c
+        assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+        assert c["custom_ops"] == [OP], c
+        # layout_ok: equal to the probe's formula, symbolic dims compared under Dynamo's guards
+        assert c["op_node_ok"] and c["layout_ok"], c
+    dynamic = [c for c in cases if c["dynamic"]]
+    assert dynamic, "no dynamic-M case"
+    for c in dynamic:  # M stayed symbolic: a dimension of each output is an expression, not an int
+        (q_shape, _, _), (sf_shape, _, _) = c["traced"]
+        assert any(isinstance(d, str) for d in q_shape) and any(isinstance(d, str) for d in sf_shape), c
+    assert {c["layout"] for c in cases} == {"128x4", "8x4", "linear"}
+    assert {c["sf_vec_size"] for c in cases} == {16, 32}
+    assert {c["column_major"] for c in cases} == {True, False}
+    assert {c["global_scale"] for c in cases} == {True, False}
+
+
+# --------------------------------------------------------------------------- #
+# cuda-version-from-torch: no subprocess while tracing
+# --------------------------------------------------------------------------- #
+CUDA_CHILD = r"""
+import json, subprocess, sys
+import torch
+
+torch.version.cuda = "12.8"  # a CUDA build of torch, as flashinfer will read it
+phase = ["import"]
+calls = []
+
+
+def _recorder(name):
+    def recorder(*args, **kwargs):
+        calls.append([phase[0], name, repr(args)[:200]])
+        raise FileNotFoundError("fp4patch test: subprocess.%s reached" % name)
+    return recorder
+
+
+for _name in ("run", "check_output", "call", "Popen"):
+    setattr(subprocess, _name, _recorder(_name))
+
+from flashinfer.jit import cpp_ext
+
+graphs = []
+
+
+def backend(gm, example_inputs):
+    graphs.append(gm)
+    return gm.forward
+
+
+def f(x):
+    if cpp_ext.is_cuda_version_at_least("12.8"):
+        return x + 1
+    return x - 1
+
+
+phase[0] = "trace"
+torch._dynamo.utils.counters.clear()
+error = result = None
+try:
+    result = torch.compile(f, fullgraph=True, backend=backend)(torch.zeros(2)).tolist()
+except Exception as e:
+    error = "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0])
+breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, error=error, result=result)))
+""".replace("MARK", MARK)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(linked_site, version: str) -> None:
+    unpatched = _child(linked_site(version, "unpatched"), CUDA_CHILD, {})
+    # the same set-up reaches subprocess while tracing without the spec, so this test can fail
+    assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
+
+    site = linked_site(version, "patched")
+    apply(site, CUDA)
+    patched = _child(site, CUDA_CHILD, {})
+    assert patched["calls"] == [], patched
+    assert patched["error"] is None, patched
+    assert patched["graphs"] == 1 and patched["breaks"] == 0, patched
+    assert patched["result"] == [1.0, 1.0], "is_cuda_version_at_least('12.8') must be True with torch.version.cuda = '12.8'"
+
+
+# --------------------------------------------------------------------------- #
+# The custom op's Python body, on real CPU tensors
+# --------------------------------------------------------------------------- #
+COMMON = r"""
+import importlib, inspect, json, sys
+import torch
+import flashinfer
+
+P = json.loads(sys.argv[1])
+mod = importlib.import_module(P["module"])
+UNSET = getattr(mod, "_UNSET", object())
+M, K = 256, 128
+x = torch.randn(M, K, dtype=torch.bfloat16)
+gs = torch.full((1,), 7.25, dtype=torch.float32)
+
+
+def show(v):
+    if isinstance(v, torch.Tensor):
+        if v is x or (v.shape == x.shape and v.data_ptr() == x.data_ptr()):
+            return "<x>"
+        if v is gs or (v.numel() == 1 and float(v) == 7.25):
+            return "<gs>"
+        return "<tensor %s %s>" % (tuple(v.shape), v.dtype)
+    if v is UNSET:
+        return "<UNSET>"
+    if v is inspect.Parameter.empty:
+        return "<required>"
+    return v
+
+
+def value(v):
+    return gs if v == "<gs>" else v
+
+
+def meta(t):
+    return [list(t.shape), list(t.stride()), str(t.dtype)]
+
+
+kernel_calls = []
+
+
+def _round_up(a, b):
+    return (a + b - 1) // b * b
+
+
+class Kernel:
+    # stands for the JIT module: records what fp4_quantize passes, returns real-shaped outputs
+    def fp4_quantize_sm100(self, *args, **kwargs):
+        rec = dict(zip(P["kernel_params"], args))
+        rec.update(kwargs)
+        kernel_calls.append({k: show(v) for k, v in rec.items()})
+        m, k = rec["input"].shape
+        cols = k // rec["sf_vec_size"]
+        if rec["is_sf_swizzled_layout"]:
+            row = 8 if rec["is_sf_8x4_layout"] else 128
+            n = _round_up(m, row) * _round_up(cols, 4)
+        else:
+            n = m * cols
+        return torch.zeros(m, k // 2, dtype=torch.uint8), torch.zeros(n, dtype=torch.uint8)
+
+
+mod.get_fp4_quantization_module = lambda backend="100": Kernel()
+mod.get_compute_capability = lambda device: (10, 0)
+mod.device_support_pdl = lambda device: "<auto-pdl>"
+"""
+
+OP_BODY_CHILD = COMMON + r"""
+op = torch.ops.fp4patch.fp4_quantize.default
+python_params = {n: show(p.default) for n, p in inspect.signature(inspect.unwrap(mod.fp4_quantize)).parameters.items()}
+schema = [[a.name, show(a.default_value) if a.has_default_value() else "<required>"] for a in op._schema.arguments]
+calls = P["calls"]
+
+# 1. the module-level wrapper the op body calls, replaced by a keyword-only recorder
+wrapper = mod.fp4_quantize
+wrapper_calls = []
+
+
+def record_wrapper(**kwargs):
+    wrapper_calls.append({k: show(v) for k, v in kwargs.items()})
+    return torch.zeros(1, dtype=torch.uint8), torch.zeros(1, dtype=torch.uint8)
+
+
+mod.fp4_quantize = record_wrapper
+for c in calls:
+    op(x, **{k: value(v) for k, v in c.items()})
+mod.fp4_quantize = wrapper
+
+# 2. the real wrapper, down to the kernel (calls that stay on the fp4_quantize_sm100 path)
+outputs = []
+for c in P["kernel_calls"]:
+    x_q, sf = op(x, **{k: value(v) for k, v in c.items()})
+    outputs.append([meta(x_q), meta(sf)])
+code_none = mod.nvfp4_4over6_code(None) if hasattr(mod, "nvfp4_4over6_code") else None
+print("MARK" + json.dumps(dict(python_params=python_params, schema=schema, wrapper_calls=wrapper_calls,
+                               kernel_calls=kernel_calls, outputs=outputs, code_none=code_none)))
+""".replace("MARK", MARK)
+
+
+def _one_hot_calls(names: list[str]) -> list[dict]:
+    chosen = {n: NON_DEFAULT[n] for n in names if n != "input"}
+    return [{}] + [{n: v} for n, v in chosen.items()] + [chosen]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_op_body_forwards_every_argument_by_name(linked_site, version: str) -> None:
+    site = linked_site(version)
+    apply(site)
+    source = (site / FP4_FILE[version]).read_text(encoding="utf-8")
+    signature = _function(ast.parse(source), "fp4_quantize").args
+    params = [a.arg for a in signature.args + signature.kwonlyargs]
+    assert set(params) - {"input"} <= set(NON_DEFAULT), f"a parameter without a non-default test value: {set(params) - set(NON_DEFAULT)}"
+    kernel_params = _kernel_params(source)
+    calls = _one_hot_calls(params)
+    kernel_path_calls = [c for c in calls if not (set(c) & OFF_KERNEL_PATH)]
+    child_params = {"module": module_name(version), "kernel_params": kernel_params, "calls": calls, "kernel_calls": kernel_path_calls}
+    result = _child(site, OP_BODY_CHILD, child_params)
+
+    # the op has every parameter of this version's fp4_quantize, with the same defaults
+    defaults = result["python_params"]
+    assert list(defaults) == params
+    assert [n for n, _ in result["schema"]] == params
+    for name, op_default in result["schema"]:
+        if name == "nvfp4_4over6":  # "omitted" crosses the schema as -1
+            assert (defaults[name], op_default) == ("<UNSET>", -1)
+        else:
+            assert op_default == defaults[name], name
+
+    def python_value(name, v):
+        return None if name == "nvfp4_4over6" and v == 0 else v
+
+    # 1. the op body hands every argument to the wrapper under its own name
+    assert len(result["wrapper_calls"]) == len(calls)
+    for sent, got in zip(calls, result["wrapper_calls"]):
+        expected = {**defaults, "input": "<x>", **{n: python_value(n, v) for n, v in sent.items()}}
+        assert got == expected, f"op called with {sent}"
+
+    # 2. ... and the wrapper hands them on to the kernel
+    assert len(result["kernel_calls"]) == len(kernel_path_calls)
+    for sent, got in zip(kernel_path_calls, result["kernel_calls"]):
+        merged = {**defaults, **sent}
+        expected = {}
+        for name in kernel_params:
+            if name == "input":
+                expected[name] = "<x>"
+            elif name == "enable_pdl":
+                expected[name] = "<auto-pdl>" if merged[name] is None else merged[name]
+            elif name == "nvfp4_4over6_code":
+                expected[name] = result["code_none"]
+            else:
+                expected[name] = merged[name]
+        assert got == expected, f"op called with {sent}"
+    for sent, (q, sf) in zip(kernel_path_calls, result["outputs"]):
+        assert q == [[256, 64], [64, 1], "torch.uint8"], sent
+
+
+# --------------------------------------------------------------------------- #
+# Eager calls: unchanged, never through the op
+# --------------------------------------------------------------------------- #
+EAGER_CHILD = COMMON + r"""
+op_calls = []
+patched = hasattr(mod, "_fp4patch_fp4_quantize_op")
+if patched:
+    def record_op(*args, **kwargs):
+        op_calls.append(sorted(kwargs))
+        return torch.zeros(1, dtype=torch.uint8), torch.zeros(1, dtype=torch.uint8)
+    mod._fp4patch_fp4_quantize_op = record_op
+
+kwargs = dict(sf_vec_size=32, sf_use_ue8m0=True, is_sf_8x4_layout=True, enable_pdl=False)
+x_q, sf = flashinfer.fp4_quantize(x, gs, **kwargs)
+eager = dict(op_calls=list(op_calls), kernel_calls=list(kernel_calls), outputs=[meta(x_q), meta(sf)])
+forced = None
+if patched:  # control: the recorder does see the op when Dynamo is (said to be) tracing
+    # the redirect's check: torch.compiler.is_compiling, or the module's own binding of it
+    real = torch.compiler.is_compiling
+    bound = getattr(mod, "_fp4patch_is_compiling", None)
+    torch.compiler.is_compiling = lambda: True
+    if bound is not None:
+        mod._fp4patch_is_compiling = torch.compiler.is_compiling
+    try:
+        flashinfer.fp4_quantize(x, gs, **kwargs)
+    finally:
+        torch.compiler.is_compiling = real
+        if bound is not None:
+            mod._fp4patch_is_compiling = bound
+    forced = dict(op_calls=op_calls[len(eager["op_calls"]):], kernel_calls=len(kernel_calls) - len(eager["kernel_calls"]))
+print("MARK" + json.dumps(dict(patched=patched, eager=eager, forced=forced)))
+""".replace("MARK", MARK)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_eager_call_does_not_go_through_the_op(linked_site, version: str) -> None:
+    pristine = linked_site(version, "unpatched")
+    site = linked_site(version, "patched")
+    apply(site)
+    params = {"module": module_name(version), "kernel_params": _kernel_params((pristine / FP4_FILE[version]).read_text(encoding="utf-8"))}
+    before = _child(pristine, EAGER_CHILD, params)
+    after = _child(site, EAGER_CHILD, params)
+    assert before["patched"] is False and after["patched"] is True
+    assert after["eager"]["op_calls"] == []
+    assert len(after["eager"]["kernel_calls"]) == 1
+    assert after["eager"] == before["eager"], "the eager call must reach the kernel exactly as unpatched"
+    assert after["forced"]["kernel_calls"] == 0
+    assert len(after["forced"]["op_calls"]) == 1 and "input" in after["forced"]["op_calls"][0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_redirect_is_first_after_docstring_and_the_rest_unchanged(linked_site, version: str) -> None:
+    site = linked_site(version)
+    original = _function(ast.parse((site / FP4_FILE[version]).read_text(encoding="utf-8")), "fp4_quantize")
+    apply(site)
+    patched = _function(ast.parse((site / FP4_FILE[version]).read_text(encoding="utf-8")), "fp4_quantize")
+
+    (redirect_op,) = [op for op in _fullgraph_target_ops(version).operations if op.kind == "insert-at-function-start"]
+    redirect = ast.parse(redirect_op.code).body
+    assert len(redirect) == 1 and isinstance(redirect[0], ast.If)
+    assert isinstance(patched.body[0], ast.Expr) and isinstance(patched.body[0].value, ast.Constant), "docstring first"
+    assert ast.dump(patched.body[0]) == ast.dump(original.body[0])
+    assert ast.dump(patched.body[1]) == ast.dump(redirect[0]), "the redirect must be the first statement after the docstring"
+    assert [ast.dump(s) for s in patched.body[2:]] == [ast.dump(s) for s in original.body[1:]], "the eager body must be unchanged"
+    assert ast.dump(patched.args) == ast.dump(original.args)
+    assert [ast.dump(d) for d in patched.decorator_list] == [ast.dump(d) for d in original.decorator_list]
+
+    # the redirect is guarded by is_compiling and forwards every parameter by keyword, nothing positional
+    assert "is_compiling" in ast.unparse(patched.body[1].test)
+    (ret,) = [n for n in ast.walk(patched.body[1]) if isinstance(n, ast.Return)]
+    assert isinstance(ret.value, ast.Call) and ast.unparse(ret.value.func) == "_fp4patch_fp4_quantize_op"
+    assert ret.value.args == []
+    names = [a.arg for a in original.args.args + original.args.kwonlyargs]
+    assert [k.arg for k in ret.value.keywords] == names
