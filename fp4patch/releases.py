@@ -64,10 +64,12 @@ def fetch(name: str, version: str, cache: Path | None = None) -> Path:
         raise EnvironmentProblem(f"{name}=={version}: cannot download from the package registry ({last}); check the version and network")
 
 
-def unpack(archive: Path, destination: Path) -> Path:
+def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path:
     """Unpack ``archive`` (wheel or sdist) into ``destination`` and return the site-packages dir.
 
-    A wheel is extracted as is (its ``.dist-info`` included). For an sdist, the top-level
+    A wheel is extracted as is (its ``.dist-info`` included); with ``sources_only``, only its
+    Python sources and ``.dist-info`` (what the static checks read: a 0.7.x wheel unpacks to
+    ~700 MB in all, mostly CUDA sources and binaries). For an sdist, the top-level
     packages are copied and a ``<name>-<version>.dist-info/METADATA`` is written from PKG-INFO.
 
     Raises:
@@ -76,7 +78,11 @@ def unpack(archive: Path, destination: Path) -> Path:
     destination.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
-            wheel.extractall(destination)
+            members = [
+                n for n in wheel.namelist()
+                if not sources_only or n.endswith((".py", ".pyi")) or ".dist-info/" in n
+            ]
+            wheel.extractall(destination, members)
         return destination
     if archive.name.endswith(".tar.gz"):
         scratch = destination.parent / (destination.name + ".sdist")

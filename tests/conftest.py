@@ -21,15 +21,21 @@ REPO = Path(__file__).resolve().parent.parent
 SPECS_DIR = REPO / "patches"
 DIST = "flashinfer-python"
 
-_unpacked: dict[str, Path] = {}
+_unpacked: dict[tuple[str, bool], Path] = {}
 
 
-def release_site(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A pristine unpacked site-packages of flashinfer-python ``version`` (shared, do not modify)."""
-    if version not in _unpacked:
+def release_site(version: str, tmp_path_factory: pytest.TempPathFactory, sources_only: bool = False) -> Path:
+    """A pristine unpacked site-packages of flashinfer-python ``version`` (shared, do not modify).
+
+    ``sources_only`` unpacks only the Python sources and the .dist-info (enough for the static
+    commands, and much faster for the large 0.7.x wheels).
+    """
+    key = (version, sources_only)
+    if key not in _unpacked:
         archive = fetch(DIST, version)
-        _unpacked[version] = unpack(archive, tmp_path_factory.mktemp(f"pristine-{version}") / "site-packages")
-    return _unpacked[version]
+        where = tmp_path_factory.mktemp(f"pristine-{version}{'-src' if sources_only else ''}") / "site-packages"
+        _unpacked[key] = unpack(archive, where, sources_only=sources_only)
+    return _unpacked[key]
 
 
 @pytest.fixture

@@ -88,10 +88,12 @@ def test_every_spec_declares_every_catalog_release_with_fp4_quantize(catalog, sp
 
 @pytest.mark.parametrize("version", ERAS)
 def test_era_apply_verify_revert(version, catalog, specs, tmp_path, tmp_path_factory):
+    import os
     import shutil
 
     site = tmp_path / "site-packages"
-    shutil.copytree(release_site(version, tmp_path_factory), site, symlinks=True)
+    # sources only, hard-linked: fp4patch replaces a patched file by a new inode, never in place
+    shutil.copytree(release_site(version, tmp_path_factory, sources_only=True), site, symlinks=True, copy_function=os.link)
     pristine = tree_hashes(site)
     dist = find_distribution(from_site_packages(site), DIST)
     assert str(dist.version) == version
@@ -123,7 +125,7 @@ def test_era_apply_verify_revert(version, catalog, specs, tmp_path, tmp_path_fac
 
 
 def test_status_shows_declared_reason(tmp_path_factory):
-    site = release_site("0.3.0", tmp_path_factory)
+    site = release_site("0.3.0", tmp_path_factory, sources_only=True)
     done = run_cli("status", "--site-packages", str(site), "--json", check=True)
     states = {s["id"]: s for s in json.loads(done.stdout)["specs"]}
     assert states["cuda-version-from-torch"]["state"] == "applicable"
@@ -131,7 +133,7 @@ def test_status_shows_declared_reason(tmp_path_factory):
     assert states["fp4-quantize-fullgraph"]["detail"]
     text = run_cli("status", "--site-packages", str(site), check=True).stdout
     assert "unsupported" in text and states["fp4-quantize-fullgraph"]["detail"].split()[0] in text
-    early = run_cli("status", "--site-packages", str(release_site("0.2.5", tmp_path_factory)), "--json", check=True)
+    early = run_cli("status", "--site-packages", str(release_site("0.2.5", tmp_path_factory, sources_only=True)), "--json", check=True)
     for spec in json.loads(early.stdout)["specs"]:
         if spec["id"] != "fp4-quantize-compiler-disable" or spec["state"] != "not-targeted":
             assert spec["state"] == "not-needed" and spec["detail"], spec
