@@ -13,6 +13,14 @@ from .base import OpCheck, OpState, Operation, is_docstring, parse_statements, s
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 
 
+def _shape(statement: cst.BaseStatement) -> tuple[str, str]:
+    """Type and defined name of a top-level statement (``("FunctionDef", "f")``)."""
+    name = statement.name.value if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else ""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return ("line", type(statement.body[0]).__name__ if statement.body else "")
+    return (type(statement).__name__, name)
+
+
 @dataclass
 class AppendToModule(Operation):
     """Add ``code`` to the module: at the ``end`` or ``after-imports``.
@@ -41,8 +49,10 @@ class AppendToModule(Operation):
     def _find(self, module: cst.Module) -> int:
         n = len(self._statements)
         body = list(module.body)
+        first = _shape(self._statements[0])
         for i in range(len(body) - n + 1):
-            if statements_key(body[i : i + n]) == self._key:
+            # cheap structural prefilter (statement type and name) before the AST comparison
+            if _shape(body[i]) == first and statements_key(body[i : i + n]) == self._key:
                 return i
         return -1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import textwrap
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterator, Sequence
@@ -142,6 +143,7 @@ def called_names(node: cst.CSTNode, import_aliases: dict[str, str]) -> set[str]:
     return names
 
 
+@functools.lru_cache(maxsize=4)
 def import_aliases(module: cst.Module) -> dict[str, str]:
     """Map each name bound by a module-level import to its qualified name."""
     aliases: dict[str, str] = {}
@@ -188,6 +190,7 @@ class _FunctionFinder(cst.CSTVisitor):
         self.scopes.pop()
 
 
+@functools.lru_cache(maxsize=8)
 def find_functions(module: cst.Module, path: str) -> list[cst.FunctionDef]:
     """All definitions of the function at dotted ``path`` ("name" or "Class.method").
 
