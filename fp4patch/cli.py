@@ -75,7 +75,8 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
     if len(distributions) > 1:
         raise UsageError(f"selected specs patch several distributions ({', '.join(distributions)}); select one with --spec")
     dist = find_distribution(env, distributions[0])
-    return env, Engine(dist, [s for s in specs if s.distribution == dist.name]), selected
+    notify = lambda message: err.print(f"fp4patch: {message}", markup=False)
+    return env, Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify), selected
 
 
 def _header(engine) -> dict[str, Any]:
@@ -212,12 +213,13 @@ def apply(
     spec: SpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
+    allow_modified: Annotated[bool, typer.Option("--allow-modified", help="Patch files that differ from the distribution's RECORD (changed by hand).")] = False,
 ) -> None:
     """Patch the installed files. Running it again changes nothing."""
 
     def body() -> int:
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
-        written = engine.apply(selected)
+        written = engine.apply(selected, allow_modified=allow_modified)
         if as_json:
             print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
             return EXIT_OK
@@ -265,6 +267,10 @@ def verify(
         reports = [engine.report(s) for s in selected]
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set())
         ok = all(r.state in ok_states for r in reports)
+        interrupted = engine.interrupted()
+        if interrupted:
+            err.print(f"fp4patch: {interrupted}", markup=False)
+            ok = False
         cases = None
         if trace:
             from .trace import run_probe
@@ -272,7 +278,7 @@ def verify(
             cases = run_probe(env, engine.dist.site_packages if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
         if as_json:
-            payload = {**_header(engine), "ok": ok, "specs": _reports_json(reports)}
+            payload = {**_header(engine), "ok": ok, "interrupted": interrupted, "specs": _reports_json(reports)}
             if cases is not None:
                 payload["trace"] = cases
             print(json.dumps(payload, indent=2))
@@ -348,7 +354,7 @@ def revert(
     spec: SpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Restore backups even over files changed since apply.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Restore backups even over files changed since apply; discard a record made for another version (restoring nothing).")] = False,
 ) -> None:
     """Restore the original files byte for byte (all applied specs, or those named by --spec)."""
 

@@ -7,16 +7,24 @@ Reports are plain data (:class:`SpecReport`); the CLI renders them.
 
 from __future__ import annotations
 
+import base64
 import difflib
-from dataclasses import dataclass, field
+import fcntl
+import hashlib
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import libcst as cst
 
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
-from .files import atomic_write, check_writable, read_bytes, remove_bytecode, sha256
-from .manifest import FileRecord, Manifest, ManifestStore
+from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, refresh_bytecode, remove_temp_files, sha256
+from .lock import UnwritableLock, environment_lock
+from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
 from .operations import OpState
 from .operations.base import called_names, find_functions, import_aliases
 from .spec import Spec, Target
@@ -123,20 +131,30 @@ def check_conflicts(selected: list[Spec], present: set[str], where: str = "selec
 class Engine:
     """Apply/verify/revert ``specs`` (all for one distribution) on ``dist``."""
 
-    def __init__(self, dist: InstalledDistribution, specs: list[Spec]) -> None:
+    def __init__(self, dist: InstalledDistribution, specs: list[Spec], notify: Callable[[str], None] | None = None) -> None:
         self.dist = dist
         self.specs = specs
         self.store = ManifestStore(dist.site_packages, dist.name)
+        #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
+        self.notify = notify or _stderr
+        self._parsed: dict[Path, tuple[bytes, cst.Module]] = {}
 
     # ------------------------------------------------------------------ reading
     def _load_module(self, path: Path) -> tuple[bytes, cst.Module] | None:
         if not path.is_file():
             return None
         data = read_bytes(path)
+        cached = self._parsed.get(path)
+        if cached is not None and cached[0] == data:
+            return cached  # libcst trees are immutable: one parse per file contents and command
         try:
-            return data, cst.parse_module(data)
+            loaded = data, cst.parse_module(data)
         except cst.ParserSyntaxError as exc:
-            raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution") from None
+            raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution — nothing written") from None
+        except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+            raise DriftError(f"{path}: not valid Python source ({exc}); reinstall the distribution — nothing written") from None
+        self._parsed[path] = loaded
+        return loaded
 
     def report(self, spec: Spec) -> SpecReport:
         """Check ``spec`` against the installed files (reads only)."""
@@ -228,31 +246,58 @@ class Engine:
         """The files ``apply`` would change, with their new contents (writes nothing)."""
         return [p for p in self.plan(specs).values() if p.changes]
 
-    def apply(self, specs: list[Spec]) -> list[FilePlan]:
+    def apply(self, specs: list[Spec], allow_modified: bool = False) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
+
+        Holds the environment's lock, first finishes an operation that was interrupted (see
+        :meth:`_recover`), then plans, checks and writes through a journal.
 
         Raises:
             DriftError: a selected spec is drifted or not targeted.
             UsageError: a selected spec conflicts with one already applied.
-            FileSystemError: a file changed since a previous apply, or cannot be written; no file
-                is changed.
+            FileSystemError: a file differs from the distribution's RECORD (unless
+                ``allow_modified``) or changed since a previous apply, or cannot be written; no
+                file is changed.
         """
+        try:
+            lock = self._locked()
+            lock.__enter__()
+        except FileSystemError as exc:
+            if not isinstance(exc, UnwritableLock):
+                raise
+            # read-only site-packages: fine when everything is applied already, else this error
+            return self._apply(specs, allow_modified, refuse_writes=exc)
+        try:
+            self._recover()
+            return self._apply(specs, allow_modified)
+        finally:
+            lock.__exit__(None, None, None)
+
+    def _apply(self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None) -> list[FilePlan]:
         manifest = self._current_manifest()
         if manifest:
             check_conflicts(specs, set(manifest.specs), "already applied; revert it first")
         plans = self.plan(specs)
         writes = [p for p in plans.values() if p.changes]
         manifest = manifest or Manifest(self.dist.name, str(self.dist.version))
+        previous = manifest if self.store.path.exists() else None
+        reinstalled: set[str] = set()
         for plan in writes:
             record = manifest.files.get(plan.relative)
-            if record and sha256(plan.current) != record.patched_sha256:
+            current = sha256(plan.current)
+            if record and current == record.original_sha256 != record.patched_sha256:
+                reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
+                self.notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
+            elif record and current != record.patched_sha256:
                 raise FileSystemError(
                     f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `fp4patch revert --force`"
                 )
+            elif not record and not allow_modified:
+                self._check_baseline(plan)
         applied_ids = sorted(set(manifest.specs) | {s.id for s in specs})
         new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files))
         for plan in plans.values():
-            old = manifest.files.get(plan.relative)
+            old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
             original = old.original_sha256 if old else sha256(plan.current)
             if old is None and not plan.changes:
                 continue  # already patched by hand or upstream: nothing to restore
@@ -263,48 +308,101 @@ class Engine:
             return []  # nothing to do, and nothing to record: no write at all
         if not writes and not new_manifest.files:
             return []  # every selected spec is obsolete, not needed, or already in the files
+        if refuse_writes is not None:
+            raise refuse_writes
         for plan in writes:
             check_writable(plan.path)
         self._check_state_writable()
-        fresh = [p.relative for p in writes if p.relative not in manifest.files]
-        try:
-            for relative in fresh:
-                self.store.write_backup(relative, plans[relative].current)
-            self._write_all([(p.path, p.current, p.patched) for p in writes], finish=lambda: self.store.save(new_manifest))
-        except FileSystemError:
-            if not self.store.path.exists():
-                self.store.remove()  # leave no state directory behind a failed first apply
-            else:
-                for relative in fresh:
-                    self.store.backup_path(relative).unlink(missing_ok=True)
-            raise
+        fresh = [p for p in writes if p.relative not in manifest.files or p.relative in reinstalled]
+        journal = Journal(
+            "apply",
+            self.dist.name,
+            str(self.dist.version),
+            sorted({s.id for s in specs}),
+            files=[
+                JournalFile(p.relative, sha256(p.current), sha256(p.patched), p.path.stat().st_mode & 0o7777, Journal.encode(p.patched))
+                for p in writes
+            ],
+            backups={p.relative: Journal.encode(p.current) for p in fresh},
+            manifest=asdict(new_manifest),
+        )
+        self._run(journal, undo=[(p.path, p.current) for p in writes], previous=previous)
         return writes
+
+    def _check_baseline(self, plan: FilePlan) -> None:
+        """A file about to be patched for the first time must be the one the distribution installed
+        (its sha256 in RECORD), when RECORD lists one."""
+        expected = self._record_hashes().get(plan.relative)
+        if expected is None:
+            return
+        actual = base64.urlsafe_b64encode(hashlib.sha256(plan.current).digest()).rstrip(b"=").decode()
+        if actual != expected.rstrip("="):
+            raise FileSystemError(
+                f"{plan.path}: differs from the sha256 in {self.dist.name} {self.dist.version}'s RECORD (changed by hand?); "
+                f"reinstall {self.dist.name}, or pass --allow-modified to patch it anyway — nothing changed"
+            )
+
+    def _record_hashes(self) -> dict[str, str]:
+        hashes = {}
+        for entry in self.dist.dist.files or []:
+            if entry.hash is not None and entry.hash.mode == "sha256":
+                hashes[entry.as_posix()] = entry.hash.value
+        return hashes
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
         """Restore originals byte for byte; returns the relative paths restored or rewritten.
 
         With ``ids``, only those specs are removed: their files are restored and the remaining
-        applied specs are applied again on the originals.
+        applied specs are applied again on the originals. Holds the environment's lock and
+        finishes an interrupted operation first. A record written for another version of the
+        distribution (an upgrade replaced the files) is refused; with ``force`` it is discarded
+        and nothing is restored.
 
         Raises:
             UsageError: an id that is not applied.
             FileSystemError: a file whose sha256 is not the recorded patched one (unless
-                ``force``), a missing or altered backup, or a failed write; nothing is changed.
+                ``force``), a missing or altered backup, backups of another version, or a failed
+                write; nothing is changed.
         """
+        if not self.store.lock_path.parent.exists():
+            return []  # nothing recorded, nothing interrupted: no lock needed (read-only images too)
+        with self._locked():
+            self._recover()
+            return self._revert(ids, force)
+
+    def _revert(self, ids: list[str] | None, force: bool) -> list[str]:
         manifest = self.store.load()
         if manifest is None:
+            return []
+        installed = str(self.dist.version)
+        if manifest.version != installed:
+            if not force:
+                raise FileSystemError(
+                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {installed} is installed "
+                    f"(upgraded or reinstalled); not restoring them — `fp4patch revert --force` discards that record, "
+                    f"`fp4patch apply` replaces it"
+                )
+            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({installed} is installed); no file restored")
+            self.store.remove()
             return []
         removing = set(manifest.specs if not ids else ids)
         unknown = removing - set(manifest.specs)
         if unknown:
-            raise UsageError(f"spec {sorted(unknown)[0]!r} is not applied here (applied: {', '.join(manifest.specs) or 'none'})")
+            raise UsageError(f"spec {min(unknown)!r} is not applied here (applied: {', '.join(manifest.specs) or 'none'})")
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
-        writes, records = [], dict(manifest.files)
+        writes, records, touched, dropped = [], dict(manifest.files), [], []
         for relative, record in manifest.files.items():
             if not removing & set(record.specs):
                 continue
             path = self.dist.locate(relative)
             current = read_bytes(path) if path.exists() else b""
+            touched.append(relative)
+            keep = [(s, t) for s in remaining for t in s.targets_for(self.dist.version) if t.file == relative]
+            if sha256(current) == record.original_sha256 and not keep:
+                self.notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
+                del records[relative]
+                dropped.append(relative)
+                continue
             if sha256(current) != record.patched_sha256 and not force:
                 raise FileSystemError(
                     f"{path}: changed since apply (sha256 differs from the manifest); not restoring — "
@@ -313,28 +411,148 @@ class Engine:
             original = self.store.read_backup(relative)
             if sha256(original) != record.original_sha256:
                 raise FileSystemError(f"{self.store.backup_path(relative)}: backup altered (sha256 mismatch); reinstall {self.dist.name}")
-            keep = [(s, t) for s in remaining for t in s.targets_for(self.dist.version) if t.file == relative]
             if keep:
                 new = self._plan_file(relative, keep, base=original).patched
                 records[relative] = FileRecord(record.original_sha256, sha256(new), sorted({s.id for s, _ in keep}), record.mode)
             else:
                 new = original
                 del records[relative]
-            writes.append((path, current, new, record.mode))
-        for path, *_ in writes:
+                dropped.append(relative)
+            writes.append((relative, path, current, new, record.mode))
+        for _, path, *_ in writes:
             check_writable(path)
         self._check_state_writable()
-        if records:
-            finish = lambda: self.store.save(Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records))  # noqa: E731
+        new_manifest = Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records) if records else None
+        journal = Journal(
+            "revert",
+            self.dist.name,
+            installed,
+            sorted(removing),
+            files=[JournalFile(rel, sha256(cur), sha256(new), mode, Journal.encode(new)) for rel, _, cur, new, mode in writes],
+            manifest=asdict(new_manifest) if new_manifest else None,
+            drop_backups=dropped if new_manifest else [],
+        )
+        self._run(journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
+        return touched
+
+    # ------------------------------------------------------------------ journal and lock
+    def _locked(self):
+        return environment_lock(
+            self.store.lock_path,
+            f"{self.dist.name} in {self.dist.site_packages}",
+            self.notify,
+            remove_when=lambda: True,
+        )
+
+    def _run(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
+        """Record ``journal``, then carry it out. On a write error, put back what was written."""
+        self.store.write_journal(journal)
+        fault_point("journal")
+        try:
+            self._execute(journal)
+        except FileSystemError:
+            try:
+                for path, old in reversed(undo):
+                    if not path.is_file() or sha256(path.read_bytes()) != sha256(old):
+                        atomic_write(path, old)
+                if previous is not None:
+                    self.store.save(previous)
+                else:
+                    self.store.remove()  # leave no state directory behind a failed first apply
+                self.store.journal_path.unlink(missing_ok=True)
+            except (OSError, FileSystemError):
+                pass  # the journal stays: the next run finishes the operation
+            raise
+
+    def _execute(self, journal: Journal) -> None:
+        """Carry out ``journal``; every step is skipped when already done, so it can run again."""
+        for relative, data in sorted(journal.backups.items()):
+            content = base64.b64decode(data)
+            backup = self.store.backup_path(relative)
+            if not (backup.is_file() and sha256(backup.read_bytes()) == sha256(content)):
+                self.store.write_backup(relative, content)
+            fault_point("backup")
+        for entry in journal.files:
+            path = self.dist.locate(entry.path)
+            if not (path.is_file() and sha256(read_bytes(path)) == entry.after_sha256 and path.stat().st_mode & 0o7777 == entry.mode):
+                atomic_write(path, entry.content, mode=entry.mode)
+            fault_point("file")
+        for entry in journal.files:
+            refresh_bytecode(self.dist.locate(entry.path))
+            fault_point("bytecode")
+        if journal.manifest is not None:
+            self.store.save(manifest_from_dict(journal.manifest))
+            for relative in journal.drop_backups:
+                self.store.backup_path(relative).unlink(missing_ok=True)
         else:
-            finish = self.store.remove
-        self._write_all([(p, c, n) for p, c, n, _ in writes], modes=[mode for *_, mode in writes], finish=finish)
-        return [str(p.relative_to(self.dist.site_packages)) for p, *_ in writes]
+            self.store.path.unlink(missing_ok=True)
+            shutil.rmtree(self.store.backups, ignore_errors=True)
+        fault_point("manifest")
+        self.store.journal_path.unlink(missing_ok=True)
+        fault_point("done")
+        if journal.manifest is None:
+            self.store.remove()
+
+    def _recover(self) -> None:
+        """Finish an operation that was killed (its journal is there), or clean up after one that
+        was killed before it changed any file. Says which on ``notify``."""
+        root = self.store.root
+        leftovers = [p for p in root.rglob(f"*{TEMP_SUFFIX}")] if root.is_dir() else []
+        for tmp in leftovers:
+            tmp.unlink(missing_ok=True)
+        journal = self.store.load_journal()
+        if journal is None:
+            if root.is_dir() and not self.store.path.exists():
+                self.store.remove()  # backups of a first apply killed before its journal
+                leftovers.append(root)
+            if leftovers:
+                self.notify(f"rolled back an interrupted fp4patch run: it had not changed any file yet; removed its leftovers in {root}")
+            return
+        what = f"{journal.operation} of {', '.join(journal.specs)}"
+        if (journal.distribution, journal.version) != (self.dist.name, str(self.dist.version)):
+            self.notify(
+                f"discarded the journal of an interrupted {what} on {journal.distribution} {journal.version}: "
+                f"{self.dist.version} is installed now, its files replaced the ones being written"
+            )
+            self.store.journal_path.unlink(missing_ok=True)
+            return
+        for entry in journal.files:
+            path = self.dist.locate(entry.path)
+            remove_temp_files(path)
+            current = sha256(read_bytes(path)) if path.is_file() else None
+            if current not in (entry.before_sha256, entry.after_sha256):
+                raise FileSystemError(
+                    f"{path}: neither the bytes before nor after the interrupted {what} ({self.store.journal_path}); "
+                    f"not finishing it — reinstall {self.dist.name}, then delete {root}"
+                )
+        self._execute(journal)
+        self.notify(f"completed an interrupted {what} from its journal ({len(journal.files)} file(s); {self.store.journal_path} removed)")
+
+    def interrupted(self) -> str | None:
+        """A one-line note when an apply/revert was interrupted (or is running now); reads only."""
+        journal_path = self.store.journal_path
+        if not journal_path.exists():
+            return None
+        try:
+            journal = self.store.load_journal()
+        except FileSystemError as exc:
+            return str(exc)
+        what = f"{journal.operation} of {', '.join(journal.specs)}" if journal else "operation"
+        if _lock_held(self.store.lock_path):
+            return f"an fp4patch {what} is running in another process ({journal_path})"
+        return (
+            f"an fp4patch {what} was interrupted ({journal_path}); run `fp4patch apply` to finish it "
+            f"and then `fp4patch revert` if you want it undone"
+        )
 
     def _current_manifest(self) -> Manifest | None:
-        """The manifest if it belongs to the installed version; a stale one (upgrade) is dropped."""
+        """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
         manifest = self.store.load()
         if manifest and manifest.version != str(self.dist.version):
+            self.notify(
+                f"discarding fp4patch's record of {self.dist.name} {manifest.version} in {self.store.root}: "
+                f"{self.dist.version} is installed now (upgraded or reinstalled), so its backups no longer apply"
+            )
             self.store.remove()
             return None
         return manifest
@@ -346,22 +564,25 @@ class Engine:
             directory = directory.parent
         check_writable(directory / "manifest.json")
 
-    def _write_all(self, writes: list[tuple[Path, bytes, bytes]], modes: list[int] | None = None, finish=None) -> None:
-        """Write every file and then run ``finish`` (the manifest), or none: on a failure, already
-        written files get their old bytes back."""
-        done: list[tuple[Path, bytes]] = []
-        try:
-            for i, (path, old, new) in enumerate(writes):
-                atomic_write(path, new, mode=modes[i] if modes else None)
-                done.append((path, old))
-            if finish is not None:
-                finish()
-        except FileSystemError:
-            for path, old in reversed(done):
-                atomic_write(path, old)
-            raise
-        for path, _, _ in writes:
-            remove_bytecode(path)
+
+def _lock_held(path: Path) -> bool:
+    """True when another process holds the lock at ``path`` (probed with a shared flock; writes nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(f"fp4patch: {message}\n")
+    sys.stderr.flush()
 
 
 def _check_result(path: Path, data: bytes) -> None:

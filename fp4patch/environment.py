@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -81,6 +82,10 @@ def from_site_packages(directory: str | Path) -> TargetEnvironment:
         EnvironmentProblem: ``directory`` does not exist.
     """
     path = Path(directory)
+    if path.is_file() and zipfile.is_zipfile(path):
+        raise EnvironmentProblem(
+            f"{path}: a zip archive, not a site-packages directory; fp4patch patches files on disk only — install the distribution unzipped"
+        )
     if not path.is_dir():
         raise EnvironmentProblem(f"{path}: site-packages directory not found; pass an existing --site-packages DIR")
     return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}")
@@ -105,8 +110,34 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
             version = Version(dist.version)
         except InvalidVersion:
             raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
+        _refuse_unsupported_install(dist, name)
         site_packages = Path(str(dist.locate_file(""))).resolve()
         return InstalledDistribution(wanted, version, site_packages, dist)
     raise EnvironmentProblem(
         f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
     )
+
+
+def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:
+    """Editable installs and distributions inside an archive cannot be patched in place.
+
+    Raises:
+        EnvironmentProblem: ``dist`` is an editable install (``direct_url.json`` with
+            ``dir_info.editable``) or lives in a zip/egg file on the path.
+    """
+    base = dist.locate_file("")
+    if not isinstance(base, Path) or not Path(str(base)).is_dir():
+        raise EnvironmentProblem(
+            f"{name} is installed inside an archive ({base}); fp4patch patches files on disk only — "
+            f"install it unzipped (pip install {name}) and run fp4patch again"
+        )
+    try:
+        text = dist.read_text("direct_url.json")
+        direct = json.loads(text) if text else {}
+    except (OSError, ValueError):
+        direct = {}
+    if isinstance(direct, dict) and isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable"):
+        raise EnvironmentProblem(
+            f"{name} is an editable install from {direct.get('url', 'a source checkout')}; fp4patch does not patch "
+            f"editable installs — patch or fix the checkout itself, or install a wheel (pip install {name})"
+        )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import py_compile
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -66,6 +69,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        fault_point("tmp")
         os.replace(tmp, path)
         tmp = None
         _fsync_directory(path.parent)
@@ -87,6 +91,88 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+TEMP_SUFFIX = ".fp4patch-tmp"
+_fault_counts: dict[str, int] = {}
+
+
+def fault_point(step: str) -> None:
+    """Fault injection for the crash tests: ``FP4PATCH_FAULT=<step>:<n>`` SIGKILLs this process
+    when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
+    the engine's steps are ``journal``, ``backup``, ``file``, ``bytecode``, ``manifest``, ``done``)."""
+    wanted = os.environ.get("FP4PATCH_FAULT")
+    if not wanted:
+        return
+    name, _, count = wanted.partition(":")
+    if name != step:
+        return
+    _fault_counts[step] = _fault_counts.get(step, 0) + 1
+    if _fault_counts[step] == int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def remove_temp_files(path: Path) -> list[Path]:
+    """Delete leftovers of interrupted :func:`atomic_write` calls on ``path`` (``.<name>.*.fp4patch-tmp``)."""
+    removed = []
+    for tmp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}") if path.parent.is_dir() else []:
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+#: pyc header flags (PEP 552) → how py_compile writes them again.
+_PYC_MODES = {
+    0b00: py_compile.PycInvalidationMode.TIMESTAMP,
+    0b11: py_compile.PycInvalidationMode.CHECKED_HASH,
+    0b01: py_compile.PycInvalidationMode.UNCHECKED_HASH,
+}
+
+
+def refresh_bytecode(source: Path) -> list[tuple[Path, str]]:
+    """Make every cached bytecode file of ``source`` match its current contents.
+
+    A ``__pycache__/<stem>.<tag>[.opt-N].pyc`` of this interpreter is compiled again from the new
+    source in the invalidation mode it had (timestamp, checked-hash or unchecked-hash, read from
+    its header) and at its optimization level, so an image whose site-packages is read-only at
+    run time keeps precompiled, correct bytecode; a pyc of another interpreter (another cache
+    tag), or one that cannot be read, is removed. Returns ``(pyc, "rewritten"|"removed")``.
+
+    Raises:
+        FileSystemError: a stale bytecode file can be neither rewritten nor removed.
+    """
+    cache = source.parent / "__pycache__"
+    done: list[tuple[Path, str]] = []
+    if not cache.is_dir():
+        return done
+    for pyc in sorted(cache.glob(f"{source.stem}.*.pyc")):
+        parts = pyc.name[len(source.stem) + 1 : -len(".pyc")].split(".")
+        optimize = 0
+        if len(parts) == 2 and parts[1].startswith("opt-") and parts[1][4:].isdigit():
+            optimize = int(parts[1][4:])
+        mode = None
+        if parts[0] == sys.implementation.cache_tag and len(parts) <= 2 and source.is_file():
+            try:
+                with open(pyc, "rb") as handle:
+                    header = handle.read(8)
+                mode = _PYC_MODES.get(int.from_bytes(header[4:8], "little")) if len(header) == 8 else None
+            except OSError:
+                mode = None
+        if mode is not None:
+            try:
+                py_compile.compile(str(source), cfile=str(pyc), optimize=optimize, invalidation_mode=mode, doraise=True)
+                done.append((pyc, "rewritten"))
+                continue
+            except (OSError, py_compile.PyCompileError):
+                pass
+        try:
+            pyc.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise FileSystemError(f"{pyc}: cannot remove stale bytecode ({exc.strerror}); delete it by hand") from None
+        done.append((pyc, "removed"))
+    return done
 
 
 def remove_bytecode(source: Path) -> list[Path]:

@@ -2,11 +2,15 @@
 
 ``manifest.json`` lists the applied spec ids, the distribution and version, and for each
 patched file the sha256 of the original and of the patched bytes; ``backups/`` holds the
-original files under their site-packages-relative paths.
+original files under their site-packages-relative paths. ``journal.json`` exists only while an
+``apply`` or ``revert`` is writing: it holds every byte that operation will write, so a run
+that was killed half-way is finished by the next one (see :mod:`fp4patch.engine`).
+``<site-packages>/.fp4patch/<distribution>.lock`` serialises writers (:mod:`fp4patch.lock`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -44,6 +48,54 @@ class Manifest:
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
 
 
+@dataclass
+class JournalFile:
+    """A target file an interrupted operation writes: its sha256 before and after, and the new bytes."""
+
+    path: str
+    before_sha256: str
+    after_sha256: str
+    mode: int
+    data: str  # base64
+
+    @property
+    def content(self) -> bytes:
+        return base64.b64decode(self.data)
+
+
+@dataclass
+class Journal:
+    """Everything one ``apply`` or ``revert`` writes, recorded before its first write.
+
+    ``manifest`` is the manifest to save at the end, or None to delete the manifest and every
+    backup (the last revert); ``backups`` maps relative paths to base64 originals to keep;
+    ``drop_backups`` lists backups no longer needed.
+    """
+
+    operation: str
+    distribution: str
+    version: str
+    specs: list[str]
+    files: list[JournalFile]
+    backups: dict[str, str] = field(default_factory=dict)
+    manifest: dict | None = None
+    drop_backups: list[str] = field(default_factory=list)
+    schema: int = SCHEMA
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
+
+    @staticmethod
+    def encode(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+
+def manifest_from_dict(data: dict) -> Manifest:
+    data = dict(data)
+    files = {k: FileRecord(**v) for k, v in data.pop("files").items()}
+    return Manifest(files=files, **data)
+
+
 class ManifestStore:
     """Manifest and backups of ``distribution`` under ``site_packages/.fp4patch/<distribution>/``."""
 
@@ -51,6 +103,8 @@ class ManifestStore:
         self.root = site_packages / STATE_DIR / distribution
         self.path = self.root / "manifest.json"
         self.backups = self.root / "backups"
+        self.journal_path = self.root / "journal.json"
+        self.lock_path = site_packages / STATE_DIR / f"{distribution}.lock"
 
     def load(self) -> Manifest | None:
         """The manifest, or None when nothing is applied.
@@ -61,9 +115,7 @@ class ManifestStore:
         if not self.path.exists():
             return None
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            files = {k: FileRecord(**v) for k, v in data.pop("files").items()}
-            return Manifest(files=files, **data)
+            return manifest_from_dict(json.loads(self.path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise FileSystemError(f"{self.path}: unreadable manifest ({exc}); remove {self.root} after reinstalling the distribution") from None
 
@@ -71,6 +123,30 @@ class ManifestStore:
         """Write the manifest atomically (creating the state directory)."""
         self._mkdir(self.root)
         atomic_write(self.path, manifest.to_json(), mode=0o644)
+
+    def load_journal(self) -> Journal | None:
+        """The journal of an interrupted operation, or None.
+
+        Raises:
+            FileSystemError: the journal exists but cannot be read (it is written atomically, so
+                only a hand edit or a disk error gets here).
+        """
+        if not self.journal_path.exists():
+            return None
+        try:
+            data = json.loads(self.journal_path.read_text(encoding="utf-8"))
+            files = [JournalFile(**f) for f in data.pop("files")]
+            return Journal(files=files, **data)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise FileSystemError(
+                f"{self.journal_path}: unreadable journal of an interrupted fp4patch run ({exc}); "
+                f"reinstall the distribution, then remove {self.root}"
+            ) from None
+
+    def write_journal(self, journal: Journal) -> None:
+        """Write the journal atomically (creating the state directory)."""
+        self._mkdir(self.root)
+        atomic_write(self.journal_path, journal.to_json(), mode=0o644)
 
     def backup_path(self, relative: str) -> Path:
         """Where the original of ``relative`` is kept."""

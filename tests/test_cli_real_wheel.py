@@ -347,23 +347,33 @@ def test_revert_refuses_a_file_changed_after_apply_and_force_restores(site_060: 
     assert_matches_record(site_060)
 
 
-def test_apply_keeps_mode_and_drops_stale_bytecode(site_060: Path) -> None:
+def test_apply_keeps_mode_and_rewrites_stale_bytecode(site_060: Path) -> None:
+    """An existing pyc is compiled again from the new source (its mode kept: see
+    tests/test_reliability.py); other modules' bytecode is left alone."""
     target = site_060 / CPP_EXT
     target.chmod(0o640)
     pyc = Path(importlib.util.cache_from_source(str(target)))
     py_compile.compile(str(target), cfile=str(pyc), doraise=True)
+    stale = pyc.read_bytes()
     other_pyc = Path(importlib.util.cache_from_source(str(site_060 / "flashinfer/jit/core.py")))
     py_compile.compile(str(site_060 / "flashinfer/jit/core.py"), cfile=str(other_pyc), doraise=True)
+    other = other_pyc.read_bytes()
 
     run_cli("apply", "--spec", CUDA_SPEC, *sp(site_060), check=True)
     assert target.stat().st_mode & 0o7777 == 0o640
-    assert not pyc.exists()
-    assert other_pyc.exists()  # only the patched module's bytecode goes
+    assert pyc.read_bytes() != stale and _pyc_matches(pyc, target)
+    assert other_pyc.read_bytes() == other  # only the patched module's bytecode changes
 
-    py_compile.compile(str(target), cfile=str(pyc), doraise=True)
     run_cli("revert", *sp(site_060), check=True)
     assert target.stat().st_mode & 0o7777 == 0o640
-    assert not pyc.exists()
+    assert _pyc_matches(pyc, target)
+
+
+def _pyc_matches(pyc: Path, source: Path) -> bool:
+    import marshal
+
+    code = marshal.loads(pyc.read_bytes()[16:])
+    return code.co_consts == compile(source.read_bytes(), str(source), "exec", dont_inherit=True).co_consts
 
 
 # --------------------------------------------------------------------------- machine output and usage errors
