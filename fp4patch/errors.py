@@ -4,11 +4,13 @@ Exit codes (also in the README):
 
 ====  ===========================================================================
 0     success: every selected spec is applied (or applicable, ``--applicable``)
-1     a check failed: a spec is drifted or not applied, a trace case failed
+1     a check failed: a spec is drifted or not applied, a trace case failed, a target
+      file that is not valid Python, an interrupted apply/revert found by ``verify``
 2     usage or environment error: bad arguments, malformed spec, missing distribution,
-      an interpreter that does not run
-3     file system refusal: read-only files, a file changed since apply, a failed write;
-      nothing was changed
+      an interpreter that does not run, an editable or zipped install
+3     file system refusal: read-only files, a file changed since apply or different
+      from RECORD, backups of another installed version, the lock held too long, a
+      failed write; nothing was changed
 ====  ===========================================================================
 """
 
