@@ -7,11 +7,12 @@ FLASHINFER_VERSION ?= 0.6.0
 # trace tests import the real package on CPU (installed without its CUDA-only dependencies).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: help demo test test-all lint bench compat clean
+.PHONY: help demo test test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
+	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
 	@echo "make lint   - ruff + compile check"
 	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
 	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time), writes docs/compatibility.md"
@@ -28,6 +29,10 @@ demo:
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not property_long" tests
+
+# The property_long tests carry the hypothesis profile property-long (1000 examples; see tests/test_property_formatting.py).
+test-property: $(VENV)/.installed
+	$(PY) -m pytest -q -m property_long -p no:cacheprovider --hypothesis-show-statistics tests/test_property_formatting.py
 
 test-all: $(VENV)/.installed
 	$(PY) -m pytest -q tests
