@@ -1,0 +1,424 @@
+"""A catalog of bad input — spec, environment, file system — against the real 0.6.0 wheel.
+
+Every case runs the command line (``python -m fp4patch``) and checks the whole contract of a
+refusal: stderr is exactly one non-empty line ``fp4patch: error: ...`` that names the file or
+thing at fault (and, where there is one, what to do), the exit code is the one the README gives
+for that class (1 check failed, 2 usage/environment, 3 file system), and the site-packages is
+byte for byte what it was before (``snapshot``; the state directory included).
+
+The README's "Bad input, by class" table lists each kind once; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import SPECS_DIR, read_only, run_cli, snapshot
+from .test_cli_real_wheel import own_spec
+
+CPP_EXT = "flashinfer/jit/cpp_ext.py"
+FP4 = "flashinfer/fp4_quantization.py"
+DIST_INFO = "flashinfer_python-0.6.0.dist-info"
+CUDA, FULLGRAPH, DISABLE = "cuda-version-from-torch", "fp4-quantize-fullgraph", "fp4-quantize-compiler-disable"
+STATE = Path(".fp4patch") / "flashinfer-python"
+
+
+def sp(site: Path) -> tuple[str, str]:
+    return ("--site-packages", str(site))
+
+
+def refused(done, code: int, *needles: str) -> str:
+    """The one-line contract: exit ``code``, one non-empty stderr line naming every needle."""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == code, f"exit {done.returncode}, expected {code}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    assert len(lines) == 1, f"expected one line on stderr:\n{done.stderr}"
+    assert lines[0].startswith("fp4patch: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in: {lines[0]}"
+    return lines[0]
+
+
+def unchanged(site: Path, before: dict[str, bytes]) -> None:
+    after = snapshot(site)
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    assert not changed, f"files changed: {changed[:10]}"
+
+
+# =========================================================================== spec (exit 2)
+def _spec_dir(tmp_path: Path, name: str, text: str | bytes, with_real: bool = True) -> tuple[Path, Path]:
+    """A specs dir: the real specs (optionally) plus ``name``.toml with ``text``."""
+    specs = tmp_path / "patches"
+    if with_real:
+        shutil.copytree(SPECS_DIR, specs)
+    directory = specs / "flashinfer-python"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return specs, path
+
+
+GOOD = own_spec("bad-spec")
+CODE_BLOCK = '''  code = """
+if torch.version.cuda is not None:
+    return Version(torch.version.cuda)
+"""
+'''
+assert CODE_BLOCK in GOOD
+DECORATOR_SPEC = GOOD.replace(
+    '''  kind = "insert-at-function-start"
+  function = "get_cuda_version"
+  anchor-calls = ["subprocess.check_output"]
+''' + CODE_BLOCK,
+    '''  kind = "add-decorator"
+  function = "get_cuda_version"
+  decorator = "torch.compiler.disable("
+''',
+)
+
+SPEC_CASES = [
+    # (id, file name, text, needles)
+    ("malformed-toml", "bad-spec.toml", GOOD + "oops = \n", ["invalid TOML"]),
+    ("unknown-key", "bad-spec.toml", 'colour = "blue"\n' + GOOD, ["unknown key 'colour'", "allowed:"]),
+    ("missing-id", "bad-spec.toml", GOOD.replace('id = "bad-spec"\n', ""), ["missing required key 'id'"]),
+    ("id-not-kebab-case", "Bad_Spec.toml", GOOD.replace('id = "bad-spec"', 'id = "Bad_Spec"'), ["'Bad_Spec'", "kebab-case"]),
+    ("id-differs-from-file-name", "bad-spec.toml", GOOD.replace('id = "bad-spec"', 'id = "other-name"'), ["'other-name'", "file name"]),
+    ("bad-version-specifier", "bad-spec.toml", GOOD.replace('versions = "==0.6.0"', 'versions = "~=banana"'), ["invalid PEP 440 specifier", "banana"]),
+    ("unknown-operation-kind", "bad-spec.toml", GOOD.replace('"insert-at-function-start"', '"insert-everywhere"'), ["unknown operation kind 'insert-everywhere'", "known:"]),
+    ("operation-missing-function", "bad-spec.toml", GOOD.replace('  function = "get_cuda_version"\n', ""), ["missing required key 'function'"]),
+    ("code-does-not-parse", "bad-spec.toml", GOOD.replace("return Version(torch.version.cuda)\n", "return Version(torch.version.cuda\n"), ["code does not parse"]),
+    ("code-file-missing", "bad-spec.toml", GOOD.replace(CODE_BLOCK, '  code-file = "nowhere/early_return.py"\n'), ["cannot read code-file 'nowhere/early_return.py'"]),
+    ("code-and-code-file", "bad-spec.toml", GOOD.replace(CODE_BLOCK, CODE_BLOCK + '  code-file = "x.py"\n'), ["exactly one of 'code' and 'code-file'"]),
+    ("conflicts-unknown-spec", "bad-spec.toml", own_spec("bad-spec", conflicts=("no-such-spec",)), ["conflicts names unknown spec 'no-such-spec'"]),
+    ("requires-unknown-spec", "bad-spec.toml", GOOD.replace("conflicts = []", 'conflicts = []\nrequires = ["no-such-spec"]'), ["requires names unknown spec 'no-such-spec'"]),
+    ("target-file-outside-site-packages", "bad-spec.toml", GOOD.replace(f'file = "{CPP_EXT}"', 'file = "../../etc/evil.py"'), ["'../../etc/evil.py'", "inside site-packages"]),
+    ("decorator-not-an-expression", "bad-spec.toml", DECORATOR_SPEC, ["'torch.compiler.disable('", "not a Python expression"]),
+    ("default-not-a-boolean", "bad-spec.toml", GOOD.replace("default = true", 'default = "yes"'), ["'default' must be true or false"]),
+    ("no-target", "bad-spec.toml", GOOD[: GOOD.index("[[target]]")], ["at least one [[target]]"]),
+    ("spec-not-utf8", "bad-spec.toml", GOOD.encode() + b"# \xff\xfe\n", ["cannot read spec"]),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "needles"), [pytest.param(n, t, k, id=i) for i, n, t, k in SPEC_CASES])
+def test_malformed_spec(tmp_path: Path, site_060: Path, name: str, text, needles: list[str]) -> None:
+    specs, path = _spec_dir(tmp_path, name, text)
+    before = snapshot(site_060)
+    done = run_cli("apply", "--specs-dir", str(specs), *sp(site_060))
+    line = refused(done, 2, *needles)
+    assert line.startswith(f"fp4patch: error: {path}:") or "code-file" in line, line  # path:line: message
+    unchanged(site_060, before)
+
+
+def test_duplicate_spec_ids(tmp_path: Path, site_060: Path) -> None:
+    specs, _ = _spec_dir(tmp_path, "twin.toml", own_spec("twin"))
+    second = specs / "other-distribution" / "twin.toml"
+    second.parent.mkdir()
+    second.write_text(own_spec("twin"), encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--specs-dir", str(specs), *sp(site_060)), 2, "duplicate spec id 'twin'", "twin.toml")
+    unchanged(site_060, before)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: an empty --specs-dir reads as 'no spec selected; name one with --spec', which names neither the directory nor the cause")
+def test_empty_specs_dir(tmp_path: Path, site_060: Path) -> None:
+    empty = tmp_path / "empty-specs"
+    empty.mkdir()
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--specs-dir", str(empty), *sp(site_060)), 2, str(empty))
+    unchanged(site_060, before)
+
+
+def test_specs_dir_missing(tmp_path: Path, site_060: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--specs-dir", str(missing), *sp(site_060)), 2, str(missing), "--specs-dir")
+    unchanged(site_060, before)
+
+
+# =========================================================================== environment and usage (exit 2)
+def _script(tmp_path: Path, name: str, body: str, executable: bool = True) -> Path:
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    path.chmod(0o755 if executable else 0o644)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "needles"),
+    [
+        pytest.param("missing", ["cannot run this interpreter", "--python"], id="python-does-not-exist"),
+        pytest.param("not-executable", ["cannot run this interpreter", "--python"], id="python-not-executable"),
+        pytest.param("exits-1", ["interpreter failed", "--python"], id="python-exits-1"),
+        pytest.param(
+            "prints-garbage",
+            ["--python"],
+            id="python-prints-garbage",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="bug: fp4patch/environment.py:from_python json.loads(done.stdout) is unguarded: an interpreter "
+                "that exits 0 without printing JSON ends in a JSONDecodeError traceback",
+            ),
+        ),
+    ],
+)
+def test_broken_python(tmp_path: Path, site_060: Path, kind: str, needles: list[str]) -> None:
+    python = {
+        "missing": lambda: tmp_path / "no-venv" / "bin" / "python",
+        "not-executable": lambda: _script(tmp_path, "python", "#!/bin/sh\nexit 0\n", executable=False),
+        "exits-1": lambda: _script(tmp_path, "python", "#!/bin/sh\necho 'broken interpreter' >&2\nexit 1\n"),
+        "prints-garbage": lambda: _script(tmp_path, "python", "#!/bin/sh\necho 'Python 3.11.7'\n"),
+    }[kind]()
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--python", str(python)), 2, str(python), *needles)
+    unchanged(site_060, before)
+
+
+def test_python_and_site_packages_together(site_060: Path) -> None:
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--python", sys.executable, *sp(site_060)), 2, "--python", "--site-packages", "not both")
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize("kind", ["missing", "a-file"], ids=["site-packages-missing", "site-packages-is-a-file"])
+def test_site_packages_not_a_directory(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "site-packages"
+    if kind == "a-file":
+        path.write_text("not a directory\n")
+    refused(run_cli("apply", *sp(path)), 2, str(path), "--site-packages")
+    assert (path.is_file() and path.read_text() == "not a directory\n") or not path.exists()
+
+
+def test_distribution_not_installed(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-site"
+    (empty / "other_pkg-1.0.dist-info").mkdir(parents=True)
+    (empty / "other_pkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: other-pkg\nVersion: 1.0\n")
+    before = snapshot(empty)
+    refused(run_cli("apply", *sp(empty)), 2, "flashinfer-python is not installed", "pip install flashinfer-python")
+    unchanged(empty, before)
+
+
+def test_metadata_version_invalid(site_060: Path) -> None:
+    metadata = site_060 / DIST_INFO / "METADATA"
+    metadata.write_text(metadata.read_text(encoding="utf-8").replace("\nVersion: 0.6.0\n", "\nVersion: six-point-oh\n", 1), encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli("apply", *sp(site_060)), 2, "flashinfer-python", "'six-point-oh'", "PEP 440")
+    unchanged(site_060, before)
+
+
+def test_unknown_spec(site_060: Path) -> None:
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", "no-such-spec", *sp(site_060)), 2, "'no-such-spec'", "fp4patch status")
+    unchanged(site_060, before)
+
+
+def test_conflicting_specs_selected_together(site_060: Path) -> None:
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", FULLGRAPH, "--spec", DISABLE, *sp(site_060)), 2, FULLGRAPH, DISABLE, "--spec")
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(DISABLE, FULLGRAPH, id="declaring-spec-asked-second"),
+        pytest.param(
+            FULLGRAPH,
+            DISABLE,
+            id="declaring-spec-applied-first",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="bug: fp4patch/engine.py:check_conflicts only reads the conflicts of the specs being applied, so "
+                "apply --spec fp4-quantize-compiler-disable over an applied fp4-quantize-fullgraph (which declares the "
+                "conflict) patches both into fp4_quantization.py and exits 0",
+            ),
+        ),
+    ],
+)
+def test_spec_conflicting_with_one_already_applied(site_060: Path, first: str, second: str) -> None:
+    run_cli("apply", "--spec", first, *sp(site_060), check=True)
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", second, *sp(site_060)), 2, FULLGRAPH, DISABLE, "revert")
+    unchanged(site_060, before)
+
+
+def test_revert_of_a_spec_that_is_not_applied(site_060: Path) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    before = snapshot(site_060)
+    refused(run_cli("revert", "--spec", DISABLE, *sp(site_060)), 2, f"'{DISABLE}'", "not applied", CUDA)
+    unchanged(site_060, before)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a bad option gets click/typer's multi-line usage box (Usage: ... / Try ... / ╭─ Error ─╮), not one "
+    "'fp4patch: error:' line; fix in fp4patch/cli.py:run: call app(standalone_mode=False), catch click.UsageError and "
+    "print 'fp4patch: error: <message>; see fp4patch COMMAND --help', exit 2",
+)
+def test_unknown_option(site_060: Path) -> None:
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--frobnicate", "--spec", CUDA, *sp(site_060)), 2, "--frobnicate", "--help")
+    unchanged(site_060, before)
+
+
+# =========================================================================== the installed files (exit 1)
+def test_version_not_targeted(tmp_path: Path, site_060: Path) -> None:
+    metadata = site_060 / DIST_INFO / "METADATA"
+    metadata.write_text(metadata.read_text(encoding="utf-8").replace("\nVersion: 0.6.0\n", "\nVersion: 0.1.0\n", 1), encoding="utf-8")
+    specs, _ = _spec_dir(tmp_path, "only-060.toml", own_spec("only-060"), with_real=False)
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--specs-dir", str(specs), *sp(site_060)), 1, "only-060", "0.1.0", "fp4patch verify")
+    unchanged(site_060, before)
+
+
+def test_drifted_anchor(site_060: Path) -> None:
+    path = site_060 / CPP_EXT
+    old = 'subprocess.check_output([nvcc, "--version"], text=True)'
+    path.write_text(path.read_text(encoding="utf-8").replace(old, 'subprocess.run([nvcc, "--version"], text=True, capture_output=True).stdout'), encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 1, CUDA, "subprocess.check_output", "nothing written")
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"], ids=["target-file-missing", "directory-instead-of-target-file"])
+def test_target_file_not_there(site_060: Path, kind: str) -> None:
+    path = site_060 / CPP_EXT
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+        (path / "keep.txt").write_text("a directory where the module should be\n")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 1, CPP_EXT, CUDA, "nothing written")
+    unchanged(site_060, before)
+    assert path.is_dir() == (kind == "directory")
+
+
+@pytest.mark.parametrize(
+    ("garbage", "needle"),
+    [
+        pytest.param(b"\ndef broken(:\n", "not valid Python", id="target-not-valid-python"),
+        pytest.param(b"\n# caf\xe9 in latin-1\n", "not valid Python", id="target-not-utf8"),
+        pytest.param(b"\x00\x00\x00", "not valid Python", id="target-has-nul-bytes"),
+    ],
+)
+def test_target_file_unparsable(site_060: Path, garbage: bytes, needle: str) -> None:
+    path = site_060 / CPP_EXT
+    path.write_bytes(path.read_bytes() + garbage)
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 1, str(path), needle, "reinstall")
+    unchanged(site_060, before)
+
+
+# =========================================================================== the file system (exit 3)
+def test_read_only_directory_of_a_target_file(site_060: Path) -> None:
+    before = snapshot(site_060)
+    with read_only(site_060 / "flashinfer" / "jit"):
+        refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(site_060 / CPP_EXT), "writable")
+    unchanged(site_060, before)
+
+
+def test_read_only_site_packages_for_the_first_apply(site_060: Path) -> None:
+    before = snapshot(site_060)
+    with read_only(site_060):
+        refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(site_060), "writable")
+    unchanged(site_060, before)
+    assert not (site_060 / ".fp4patch").exists()
+
+
+def test_read_only_state_directory(site_060: Path) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    before = snapshot(site_060)
+    with read_only(site_060 / STATE):
+        refused(run_cli("apply", "--spec", CUDA, "--spec", FULLGRAPH, *sp(site_060)), 3, str(site_060 / STATE), "writable")
+    unchanged(site_060, before)
+
+
+def test_state_path_is_a_file(site_060: Path) -> None:
+    (site_060 / ".fp4patch").write_text("not a directory\n")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(site_060 / ".fp4patch"))
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"schema": 1}', ""], ids=["manifest-not-json", "manifest-a-list", "manifest-missing-keys", "manifest-empty"])
+@pytest.mark.parametrize("command", ["status", "apply", "revert"])
+def test_manifest_corrupted(site_060: Path, content: str, command: str) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    manifest = site_060 / STATE / "manifest.json"
+    manifest.write_text(content, encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli(command, "--spec", CUDA, *sp(site_060)), 3, str(manifest), "unreadable manifest", "reinstall")
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize("kind", ["missing", "altered"], ids=["backup-missing", "backup-altered"])
+def test_backup_damaged_on_revert(site_060: Path, kind: str) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    backup = site_060 / STATE / "backups" / CPP_EXT
+    if kind == "missing":
+        backup.unlink()
+    else:
+        backup.write_bytes(backup.read_bytes() + b"\n# altered\n")
+    before = snapshot(site_060)
+    refused(run_cli("revert", *sp(site_060)), 3, str(backup), f"backup {kind}", "reinstall")
+    unchanged(site_060, before)
+
+
+@pytest.mark.parametrize("kind", ["edited", "deleted"], ids=["file-changed-after-apply", "file-deleted-after-apply"])
+def test_patched_file_changed_before_revert(site_060: Path, kind: str) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    target = site_060 / CPP_EXT
+    if kind == "edited":
+        target.write_bytes(target.read_bytes() + b"\n# edited by hand after apply\n")
+    else:
+        target.unlink()
+    before = snapshot(site_060)
+    refused(run_cli("revert", *sp(site_060)), 3, str(target), "changed since apply", "--force")
+    unchanged(site_060, before)
+
+
+def test_partial_revert_of_a_file_changed_after_apply(site_060: Path) -> None:
+    run_cli("apply", "--spec", FULLGRAPH, *sp(site_060), check=True)
+    target = site_060 / FP4
+    target.write_bytes(target.read_bytes() + b"\n# edited by hand after apply\n")
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)  # another file: fine
+    before = snapshot(site_060)
+    refused(run_cli("revert", "--spec", FULLGRAPH, *sp(site_060)), 3, str(target), "--force")
+    unchanged(site_060, before)
+
+
+def test_backups_of_another_version(site_060: Path) -> None:
+    run_cli("apply", "--spec", CUDA, *sp(site_060), check=True)
+    manifest = site_060 / STATE / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["version"] = "0.5.3"
+    manifest.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli("revert", *sp(site_060)), 3, str(manifest), "0.5.3", "0.6.0", "--force")
+    unchanged(site_060, before)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a symlinked target file is silently replaced by a patched regular file (atomic_write renames over "
+    "the link), so revert cannot give the link back; refuse it instead: fp4patch/engine.py:apply (before any write) "
+    "should raise FileSystemError('<path>: is a symbolic link to <target>; patch the real file ... or replace the link by a copy')",
+)
+def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> None:
+    """Decided behaviour: refuse (exit 3), never write through the link nor replace it."""
+    target = site_060 / CPP_EXT
+    real = tmp_path / "elsewhere" / "cpp_ext.py"
+    real.parent.mkdir()
+    shutil.move(target, real)
+    os.symlink(real, target)
+    before, real_bytes = snapshot(site_060), real.read_bytes()
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(target), "symbolic link")
+    unchanged(site_060, before)
+    assert target.is_symlink() and real.read_bytes() == real_bytes
