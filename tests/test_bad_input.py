@@ -422,3 +422,44 @@ def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> Non
     refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(target), "symbolic link")
     unchanged(site_060, before)
     assert target.is_symlink() and real.read_bytes() == real_bytes
+
+
+# =========================================================================== install kinds and concurrency
+def test_target_file_differs_from_record(site_060: Path) -> None:
+    """Edited by hand, anchors intact: refused unless --allow-modified."""
+    target = site_060 / CPP_EXT
+    target.write_bytes(target.read_bytes() + b"\n# a local hotfix\n")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(target), "RECORD", "--allow-modified")
+    unchanged(site_060, before)
+
+
+def test_editable_install(site_060: Path) -> None:
+    direct_url = {"url": "file:///src/flashinfer", "dir_info": {"editable": True}}
+    (site_060 / DIST_INFO / "direct_url.json").write_text(json.dumps(direct_url), encoding="utf-8")
+    before = snapshot(site_060)
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 2, "flashinfer-python", "editable", "pip install flashinfer-python")
+    unchanged(site_060, before)
+
+
+def test_site_packages_is_a_zip_archive(tmp_path: Path, site_060: Path) -> None:
+    archive = Path(shutil.make_archive(str(tmp_path / "site"), "zip", site_060 / DIST_INFO))
+    data = archive.read_bytes()
+    refused(run_cli("apply", "--spec", CUDA, *sp(archive)), 2, str(archive), "zip", "unzipped")
+    assert archive.read_bytes() == data
+
+
+def test_lock_held_by_another_process(site_060: Path) -> None:
+    from filelock import FileLock
+
+    lock = site_060 / ".fp4patch" / "flashinfer-python.lock"
+    lock.parent.mkdir()
+    with FileLock(str(lock)):
+        before = snapshot(site_060)
+        done = run_cli("apply", "--spec", CUDA, *sp(site_060), env={"FP4PATCH_LOCK_TIMEOUT": "1"})
+        # "waiting for lock ..." may come first on stderr: the refusal is the last line, and the only error line
+        errors = [line for line in done.stderr.splitlines() if line.startswith("fp4patch: error: ")]
+        assert done.returncode == 3 and len(errors) == 1, done.stderr
+        assert str(lock) in errors[0] and "FP4PATCH_LOCK_TIMEOUT" in errors[0], errors[0]
+        assert done.stderr.strip().splitlines()[-1] == errors[0]
+        unchanged(site_060, before)
