@@ -18,15 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import libcst as cst
-
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
 from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, refresh_bytecode, remove_temp_files, sha256
 from .lock import UnwritableLock, environment_lock
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
-from .operations import OpState
-from .operations.base import called_names, find_functions, import_aliases
 from .spec import Spec, Target
 
 APPLIED, APPLICABLE, DRIFTED = "applied", "applicable", "drifted"
@@ -137,10 +133,13 @@ class Engine:
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
-        self._parsed: dict[Path, tuple[bytes, cst.Module]] = {}
+        self._parsed: dict[Path, tuple] = {}
 
     # ------------------------------------------------------------------ reading
-    def _load_module(self, path: Path) -> tuple[bytes, cst.Module] | None:
+    def _load_module(self, path: Path):
+        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing."""
+        import libcst as cst
+
         if not path.is_file():
             return None
         data = read_bytes(path)
@@ -158,6 +157,9 @@ class Engine:
 
     def report(self, spec: Spec) -> SpecReport:
         """Check ``spec`` against the installed files (reads only)."""
+        fast = self._recorded_applied(spec)
+        if fast is not None:
+            return fast
         obsolete = self._obsolete(spec)
         if obsolete:
             return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
@@ -172,8 +174,38 @@ class Engine:
             reports.append(self._check_target(target))
         return SpecReport(spec, _combine([r.state for r in reports]), reports)
 
+    def _recorded_applied(self, spec: Spec) -> SpecReport | None:
+        """Fast path: ``applied`` without parsing, when fp4patch's manifest (for this version)
+        records ``spec`` in every target file and each file's sha256 still equals the patched
+        hash recorded when fp4patch wrote it. Anything else (no manifest, another version, a
+        changed file) returns None and the files are checked structurally."""
+        try:
+            manifest = self.store.load()
+        except FileSystemError:
+            return None
+        if manifest is None or manifest.version != str(self.dist.version) or spec.id not in manifest.specs:
+            return None
+        targets = spec.targets_for(self.dist.version)
+        reports = []
+        for target in targets:
+            if target.status:
+                reports.append(TargetReport("", target.status, reason=target.reason))
+                continue
+            record = manifest.files.get(target.file)
+            path = self.dist.locate(target.file)
+            if record is None or spec.id not in record.specs or not path.is_file():
+                return None
+            if sha256(read_bytes(path)) != record.patched_sha256:
+                return None
+            reports.append(TargetReport(target.file, APPLIED))
+        if not any(r.state == APPLIED for r in reports):
+            return None
+        return SpecReport(spec, _combine([r.state for r in reports]), reports)
+
     def _obsolete(self, spec: Spec):
         """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
+        from .operations.base import called_names, find_functions, import_aliases
+
         for condition in spec.obsolete_when:
             if not condition.versions.contains(self.dist.version, prereleases=True):
                 continue
@@ -193,13 +225,9 @@ class Engine:
             return TargetReport(target.file, DRIFTED, reason=f"file {target.file} not found")
         _, module = loaded
         operations = []
-        for op in target.operations:
+        for op in target.operations:  # each checked on the file as it is: reading only
             check = op.check(module)
             operations.append((op.describe(), check.state.value, check.detail))
-            if check.state is OpState.APPLIED:
-                module = op.apply(module)  # later operations see the earlier ones' results
-            elif check.state is OpState.APPLICABLE:
-                module = op.apply(module)
         return TargetReport(target.file, _combine([s for _, s, _ in operations]), operations)
 
     # ------------------------------------------------------------------ planning
@@ -227,6 +255,8 @@ class Engine:
         return {rel: self._plan_file(rel, pairs) for rel, pairs in by_file.items()}
 
     def _plan_file(self, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
+        import libcst as cst
+
         path = self.dist.locate(relative)
         if base is None:
             loaded = self._load_module(path)
@@ -587,6 +617,8 @@ def _stderr(message: str) -> None:
 
 def _check_result(path: Path, data: bytes) -> None:
     """The patched bytes must parse (libcst) and compile (CPython); else nothing is written."""
+    import libcst as cst
+
     try:
         cst.parse_module(data)
         compile(data, str(path), "exec", dont_inherit=True)

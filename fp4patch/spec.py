@@ -15,13 +15,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import SpecError
-from .operations import OPERATIONS, Operation
 
 SPEC_KEYS = {"id", "summary", "rationale", "distribution", "default", "conflicts", "requires", "target", "case", "obsolete-when"}
 TARGET_KEYS = {"versions", "file", "operation", "status", "reason"}
@@ -56,10 +54,24 @@ class Target:
 
     versions: SpecifierSet
     file: str = ""
-    operations: list[Operation] = field(default_factory=list)
+    operation_specs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     status: str = ""
     reason: str = ""
     line: int = 0
+    _operations: list | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def operations(self) -> list:
+        """The :class:`~fp4patch.operations.Operation` objects, built on first use.
+
+        Built lazily so that loading specs (``status``, the ``verify`` fast path) never imports
+        libcst; the fields were validated when the spec was loaded.
+        """
+        if self._operations is None:
+            from .operations import OPERATIONS
+
+            self._operations = [OPERATIONS[kind](**kwargs) for kind, kwargs in self.operation_specs]
+        return self._operations
 
     def contains(self, version: Version | str) -> bool:
         """True when ``version`` falls inside this target's specifier.
@@ -322,15 +334,15 @@ class _SpecBuilder:
             raise self.fail(line, "a target needs at least one [[target.operation]] table")
         first_op = sum(len(t.get("operation", [])) for t in self.data["target"][:index] if isinstance(t, dict))
         operations = [self.operation(first_op + j, op) for j, op in enumerate(raw_ops)]
-        return Target(versions, file=file, operations=operations, line=line)
+        return Target(versions, file=file, operation_specs=operations, line=line)
 
-    def operation(self, index: int, table: Any) -> Operation:
+    def operation(self, index: int, table: Any) -> tuple[str, dict[str, Any]]:
         line = self.lines.header("target.operation", index)
         if not isinstance(table, dict):
             raise self.fail(line, "each operation must be a table ([[target.operation]])")
         kind = self._string(table, "kind", line)
-        if kind not in OPERATIONS:
-            raise self.fail(self.lines.key("kind", line), f"unknown operation kind {kind!r}; known: {', '.join(sorted(OPERATIONS))}")
+        if kind not in OPERATION_FIELDS:
+            raise self.fail(self.lines.key("kind", line), f"unknown operation kind {kind!r}; known: {', '.join(sorted(OPERATION_FIELDS))}")
         self._unknown(table, OPERATION_COMMON | OPERATION_FIELDS[kind], line, f"{kind} operation")
         kwargs: dict[str, Any] = {"line": line}
         function = self._string(table, "function", line, required=kind in NEEDS_FUNCTION)
@@ -357,7 +369,7 @@ class _SpecBuilder:
             kwargs["call"] = self._string(table, "call", line)
             kwargs["from_"] = self.arguments(table, "from", line)
             kwargs["to"] = self.arguments(table, "to", line)
-        return OPERATIONS[kind](**kwargs)
+        return kind, kwargs
 
     def code(self, table: dict[str, Any], line: int) -> str:
         if ("code" in table) == ("code-file" in table):
@@ -383,25 +395,21 @@ class _SpecBuilder:
             ast.parse(_dedent(code), label)  # accepts `return` at top level: blocks go into functions
         except SyntaxError as exc:
             raise SpecError(f"{label}:{offset + (exc.lineno or 1)}: code does not parse: {exc.msg}") from None
-        try:
-            cst.parse_module(_dedent(code))
-        except cst.ParserSyntaxError as exc:
-            raise SpecError(f"{label}:{offset + exc.raw_line}: code does not parse: {exc.message}") from None
         return code
 
     def expression(self, table: dict[str, Any], key: str, line: int) -> str:
         text = self._string(table, key, line)
         try:
-            cst.parse_expression(text)
-        except cst.ParserSyntaxError:
+            ast.parse(text, mode="eval")
+        except SyntaxError:
             raise self.fail(self.lines.key(key, line), f"{key} {text!r} is not a Python expression") from None
         return text
 
     def arguments(self, table: dict[str, Any], key: str, line: int) -> str:
         text = self._string(table, key, line)
         try:
-            cst.parse_expression(f"_({text})")
-        except cst.ParserSyntaxError:
+            ast.parse(f"_({text})", mode="eval")
+        except SyntaxError:
             raise self.fail(self.lines.key(key, line), f"{key} {text!r} is not an argument list") from None
         return text
 
