@@ -122,7 +122,8 @@ def check_against(
     distribution = selected[0].distribution
     kind = "wheel" if archive.name.endswith(".whl") else "sdist"
     with tempfile.TemporaryDirectory(prefix="fp4patch-against-") as scratch:
-        site = unpack(archive, Path(scratch) / "site-packages")
+        # the static checks read Python sources only; the trace imports the whole package
+        site = unpack(archive, Path(scratch) / "site-packages", sources_only=not trace)
         dist = find_distribution(from_site_packages(site), distribution)
         where, message = load_catalog(distribution, specs_dir).describe(dist.version)
         engine = Engine(dist, [s for s in specs if s.distribution == distribution])

@@ -8,6 +8,7 @@ listed in :mod:`fp4patch.errors` and the README.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -32,9 +33,20 @@ SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help
 SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", help="Spec id to select (repeatable); default: specs marked default.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 SpecsDirOpt = Annotated[Optional[Path], typer.Option("--specs-dir", help="Load specs from this directory instead of the built-in ones.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
+FormatOpt = Annotated[
+    Optional[str],
+    typer.Option("--format", help="Output: table (default), json (same as --json), or github (GitHub Actions annotations)."),
+]
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+#: Version of the --json output; docs/json-schema.json describes it. Bump on incompatible changes.
+JSON_SCHEMA_VERSION = 1
+FORMATS = ("table", "json", "github")
+
+# Colour only on a terminal; NO_COLOR (any value, https://no-color.org) turns every ANSI escape off.
+_COLOR_SYSTEM = None if os.environ.get("NO_COLOR") else "auto"
+out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
+err = Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
 
 STATE_STYLE = {
     "applied": "green",
@@ -47,13 +59,14 @@ STATE_STYLE = {
 }
 
 
-def _run(as_json: bool, body: Callable[[], int]) -> None:
+def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
     """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code."""
+    out.quiet = quiet
     try:
         code = body()
     except Fp4PatchError as exc:
         if as_json:
-            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": str(exc), "exit_code": exc.exit_code}))
         err.print(f"fp4patch: error: {exc}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
@@ -81,7 +94,7 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
 
 def _header(engine) -> dict[str, Any]:
     d = engine.dist
-    return {"distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
+    return {"schema": JSON_SCHEMA_VERSION, "distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
 
 
 def _reports_json(reports) -> list[dict[str, Any]]:
@@ -155,6 +168,7 @@ def status(
     spec: SpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Show the known specs, which target the installed version, and the state of each."""
 
@@ -172,7 +186,7 @@ def status(
         out.print(_reports_table("specs", reports, show_summary=True))
         return EXIT_OK
 
-    _run(as_json, body)
+    _run(as_json, body, quiet)
 
 
 @app.command()
@@ -182,6 +196,7 @@ def diff(
     spec: SpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Print the unified diff of what `apply` would change. Writes nothing."""
 
@@ -203,7 +218,7 @@ def diff(
                 sys.stdout.write(text)
         return EXIT_OK
 
-    _run(as_json, body)
+    _run(as_json, body, quiet)
 
 
 @app.command()
@@ -214,6 +229,7 @@ def apply(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     allow_modified: Annotated[bool, typer.Option("--allow-modified", help="Patch files that differ from the distribution's RECORD (changed by hand).")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Patch the installed files. Running it again changes nothing."""
 
@@ -233,7 +249,7 @@ def apply(
             out.print(f"{h['distribution']} {h['version']}: applied {ids}; backups in {engine.store.root}")
         return EXIT_OK
 
-    _run(as_json, body)
+    _run(as_json, body, quiet)
 
 
 @app.command()
@@ -248,6 +264,8 @@ def verify(
     against: Annotated[Optional[str], typer.Option("--against", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Like --against, for a local wheel file.")] = None,
     sdist: Annotated[Optional[Path], typer.Option("--sdist", help="Like --against, for a local sdist (.tar.gz) file.")] = None,
+    output_format: FormatOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check each selected spec on the installed files; never writes.
 
@@ -256,8 +274,13 @@ def verify(
     checked in a temporary directory instead: each spec must be applicable (or applied, or
     declared) on the pristine release and applied after patching that copy.
     """
+    if output_format not in (None, *FORMATS):
+        err.print(f"fp4patch: error: --format {output_format!r}: choose one of {', '.join(FORMATS)}", markup=False)
+        raise typer.Exit(EXIT_USAGE)
+    as_json = as_json or output_format == "json"
+    github = output_format == "github"
     if against or wheel or sdist:
-        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist))
+        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github), quiet)
         return
 
     def body() -> int:
@@ -282,6 +305,8 @@ def verify(
             if cases is not None:
                 payload["trace"] = cases
             print(json.dumps(payload, indent=2))
+        elif github:
+            _github_annotations(reports, ok_states, engine.dist.site_packages, cases)
         else:
             h = _header(engine)
             out.print(_reports_table(f"{h['distribution']} {h['version']}", reports))
@@ -290,10 +315,57 @@ def verify(
             out.print("[green]verify: ok[/]" if ok else "[red]verify: failed[/]")
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
-    _run(as_json, body)
+    _run(as_json, body, quiet)
 
 
-def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist) -> int:
+def _github_annotations(reports, ok_states, site_packages: Path | None, cases=None, prefix: str = "") -> None:
+    """GitHub Actions workflow commands: one ``::error`` per failing spec at the spec's target
+    line, one at the upstream function's line, and a ``::notice`` per passing spec."""
+    import os
+
+    def where(path: Path) -> str:
+        relative = os.path.relpath(path)
+        return str(path) if relative.startswith("..") else relative
+
+    def escape(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    for r in reports:
+        title = f"fp4patch {r.spec.id}: {r.state}"
+        if r.state in ok_states:
+            print(f"::notice title={title}::{escape(prefix + r.spec.id + ' ' + r.state)}")
+            continue
+        spec_line = next((t.line for t in r.spec.targets if t.file and any(x.file == t.file for x in r.targets)), 1)
+        message = escape(prefix + (r.detail or f"{r.spec.id} is {r.state}"))
+        print(f"::error file={where(r.spec.path)},line={spec_line},title={title}::{message}")
+        for target in r.targets:
+            if not target.file or site_packages is None:
+                continue
+            upstream = site_packages / target.file
+            line = _function_line(upstream, r.spec, target.file)
+            print(f"::error file={where(upstream)},line={line},title={title}::{message}")
+    for case in cases or []:
+        if not case.get("passed"):
+            detail = case.get("error") or f"layout expected {case.get('expected')} got {case.get('traced')}"
+            print(f"::error title=fp4patch trace {escape(case['name'])}::{escape(detail)}")
+
+
+def _function_line(path: Path, spec, relative: str) -> int:
+    """Line of the first function a spec's operations name in ``path`` (1 when not found)."""
+    import ast
+
+    names = {op_kwargs.get("function", "").split(".")[-1] for t in spec.targets if t.file == relative for _, op_kwargs in t.operation_specs}
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return 1
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            return node.lineno
+    return 1
+
+
+def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False) -> int:
     from .against import check_against, resolve_archive
     from .engine import select_specs
     from .environment import from_python
@@ -328,7 +400,16 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         if trace:
             payload["trace"] = report.trace
             payload["trace_note"] = report.trace_note
-        print(json.dumps(payload, indent=2))
+        print(json.dumps({"schema": JSON_SCHEMA_VERSION, **payload}, indent=2))
+    elif github:
+        from .engine import SATISFIED
+
+        prefix = f"{report.distribution} {report.version}: "
+        _github_annotations(report.pristine, set(SATISFIED) | {"applicable"}, None, report.trace, prefix)
+        for line in report.drifted:
+            print(f"::error title=fp4patch --against {report.version}::{line}")
+        if report.catalog != "known":
+            print(f"::warning title=fp4patch --against {report.version}::{report.catalog_message}")
     else:
         style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
         out.print(f"[bold]{report.distribution} {report.version}[/] ({report.kind} {report.archive.name}), unpacked in a temporary directory")
@@ -355,6 +436,7 @@ def revert(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Restore backups even over files changed since apply; discard a record made for another version (restoring nothing).")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Restore the original files byte for byte (all applied specs, or those named by --spec)."""
 
@@ -370,7 +452,38 @@ def revert(
                 out.print(f"restored {relative}")
         return EXIT_OK
 
-    _run(as_json, body)
+    _run(as_json, body, quiet)
+
+
+@app.command()
+def new(
+    spec_id: Annotated[str, typer.Argument(help="Id of the new spec (kebab-case); also its file name.")],
+    function: Annotated[str, typer.Option("--function", help="MODULE:FUNCTION to patch, e.g. flashinfer.fp4_quantization:fp4_quantize (Class.method for a method).")],
+    distribution: Annotated[str, typer.Option("--distribution", help="Distribution that ships the module.")] = "flashinfer-python",
+    summary: Annotated[str, typer.Option("--summary", help="One line shown by `fp4patch status`.")] = "TODO: one line",
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    specs_dir: SpecsDirOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing spec file.")] = False,
+) -> None:
+    """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case)."""
+
+    def body() -> int:
+        from .environment import current, find_distribution, from_python, from_site_packages
+        from .scaffold import scaffold
+        from .spec import builtin_specs_dir
+
+        if python and site_packages:
+            raise UsageError("give --python or --site-packages, not both")
+        env = from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+        dist = find_distribution(env, distribution)
+        directory = specs_dir or builtin_specs_dir()
+        path = scaffold(dist, spec_id, function, summary, directory, force=force)
+        out.print(f"wrote {path}")
+        out.print(f"next: edit its code and rationale, then `fp4patch diff --spec {spec_id} --specs-dir {directory}`")
+        return EXIT_OK
+
+    _run(False, body)
 
 
 def version_callback(value: bool) -> None:
@@ -389,7 +502,7 @@ def main(
 def run() -> None:
     """Console-script entry point."""
     try:
-        app()
+        app(prog_name="fp4patch")
     except SystemExit as exc:  # click uses 2 for usage errors already
         raise exc
     except KeyboardInterrupt:

@@ -1,0 +1,111 @@
+"""``fp4patch new``: scaffold a spec for a function of an installed distribution.
+
+Finds the module's file among the distribution's files (RECORD), finds the function in it with
+libcst, and writes ``<specs-dir>/<distribution>/<id>.toml`` with a target for the installed
+version, an ``insert-at-function-start`` operation anchored on the function's parameters, and a
+before/after case made from the real function — so the new spec loads, its case passes in the
+test suite, and adding the next patch is this command plus editing ``code``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+from .environment import InstalledDistribution
+from .errors import FileSystemError, UsageError
+from .operations import InsertAtFunctionStart
+from .operations.base import find_functions
+from .spec import ID_PATTERN
+
+PLACEHOLDER = "# TODO(fp4patch): replace with the statements to insert\npass\n"
+
+
+def module_file(dist: InstalledDistribution, module: str) -> str:
+    """The site-packages-relative file of dotted ``module`` (``flashinfer.fp4_quantization``).
+
+    Raises:
+        UsageError: the distribution has no such module file.
+    """
+    base = module.replace(".", "/")
+    for candidate in (f"{base}.py", f"{base}/__init__.py"):
+        if dist.locate(candidate).is_file():
+            return candidate
+    raise UsageError(f"{dist.name} {dist.version} has no module {module!r} (looked for {base}.py); check --function MODULE:FUNCTION")
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML multi-line literal string (falls back to a basic string if it holds ''')."""
+    if "'''" not in text:
+        return "'''\n" + text + "'''"
+    escaped = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return '"""\n' + escaped + '"""'
+
+
+def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: str, specs_dir: Path, force: bool = False) -> Path:
+    """Write a new spec ``spec_id`` for ``target`` (``package.module:function`` or ``...:Class.method``).
+
+    Returns the path written.
+
+    Raises:
+        UsageError: a bad id or target, a function not found, or an existing spec file (without ``force``).
+        FileSystemError: the spec file cannot be written.
+    """
+    if not ID_PATTERN.match(spec_id):
+        raise UsageError(f"spec id {spec_id!r} must be kebab-case (a-z, 0-9, -)")
+    module, sep, function = target.partition(":")
+    if not sep or not module or not function:
+        raise UsageError(f"--function {target!r}: expected MODULE:FUNCTION, e.g. flashinfer.fp4_quantization:fp4_quantize")
+    relative = module_file(dist, module)
+    source = dist.locate(relative).read_bytes()
+    tree = cst.parse_module(source)
+    found = find_functions(tree, function)
+    if not found:
+        raise UsageError(f"{dist.locate(relative)}: no function {function!r}; give Class.method for a method")
+    definition = found[-1]
+    signature = definition.params
+    params = [p.name.value for p in (*signature.posonly_params, *signature.params, *signature.kwonly_params)]
+    op = InsertAtFunctionStart(function=function, code=PLACEHOLDER, anchor_params=tuple(params))
+    before = cst.Module(body=[definition.with_changes(leading_lines=())]).code
+    if "." in function:  # a method: keep its class around it so the dotted path resolves
+        cls = function.split(".")[0]
+        before = f"class {cls}:\n" + "".join("    " + line if line.strip() else line for line in before.splitlines(True))
+    after = op.apply(cst.parse_module(before)).code
+    path = specs_dir / dist.name / f"{spec_id}.toml"
+    if path.exists() and not force:
+        raise UsageError(f"{path}: spec exists; choose another id or pass --force")
+    params_toml = ", ".join(f'"{p}"' for p in params)
+    text = f'''id = "{spec_id}"
+summary = "{summary.replace('"', "'")}"
+rationale = """
+TODO: why this patch exists, with the upstream issue or PR.
+"""
+distribution = "{dist.name}"
+default = false
+conflicts = []
+requires = []
+
+# Scaffolded by `fp4patch new` from {dist.name} {dist.version}, {relative}.
+[[target]]
+versions = "=={dist.version}"
+file = "{relative}"
+
+  [[target.operation]]
+  kind = "insert-at-function-start"
+  function = "{function}"
+  anchor-params = [{params_toml}]
+  code = {_toml_string(PLACEHOLDER)}
+
+[[case]]
+name = "{function} as in {dist.name} {dist.version}"
+version = "{dist.version}"
+before = {_toml_string(before)}
+after = {_toml_string(after)}
+'''
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise FileSystemError(f"{path}: cannot write the new spec ({exc.strerror}); pass a writable --specs-dir") from None
+    return path
