@@ -41,6 +41,12 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check fp4patch tests
 	$(PY) -m compileall -q fp4patch
 
+# Speed and memory of the CLI on flashinfer-python 0.7.4 against grep/sed/patch; writes
+# benchmarks/results/cli.json and prints the README table.
+bench: $(VENV)/.installed
+	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)
+ROUNDS ?= 7
+
 # 2 releases at a time; `make compat JOBS=4` to change. Downloads go to $$FP4PATCH_CACHE.
 JOBS ?= 2
 compat: $(VENV)/.installed

@@ -67,3 +67,38 @@ def test_dockerfile_build_stage_runs(tmp_path: Path) -> None:
     # The last step was verify --trace: every trace case passed in the server's venv.
     assert "verify: ok" in done.stdout
     assert "cases passed" in done.stdout
+
+
+WORKFLOW = REPO / "examples" / "github-workflow.yml"
+
+
+def workflow_steps(path: Path) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The ``run:`` steps of the workflow's only job, in order, with the job's ``env``."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    (job,) = data["jobs"].values()
+    steps = [(step.get("name", step["run"][:40]), step["run"]) for step in job["steps"] if "run" in step]
+    return steps, {k: str(v) for k, v in job.get("env", {}).items()}
+
+
+@pytest.mark.slow
+def test_github_workflow_steps_run(tmp_path: Path) -> None:
+    steps, job_env = workflow_steps(WORKFLOW)
+    assert [name for name, _ in steps][-1].startswith("Will the patches apply")
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    env = {**os.environ, **job_env, "RUNNER_TEMP": str(runner_temp), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("PYTHONPATH", None)
+    outputs = {}
+    for name, script in steps:
+        done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
+        assert done.returncode == 0, f"step {name!r} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        outputs[name] = done.stdout
+    # verify printed GitHub annotations: a notice per applied spec, no error
+    verify = outputs["Patch and verify"]
+    assert "::notice title=fp4patch fp4-quantize-fullgraph: applied::" in verify
+    assert "::error" not in verify
+    against = outputs["Will the patches apply to the next release?"]
+    assert f"flashinfer-python {job_env['FLASHINFER_NEXT']}: fp4-quantize-fullgraph applicable" in against
+    assert "::error" not in against
