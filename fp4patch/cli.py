@@ -500,10 +500,19 @@ def main(
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: exit codes as documented; a usage error is one line (exit 2)."""
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+
     try:
-        app(prog_name="fp4patch")
-    except SystemExit as exc:  # click uses 2 for usage errors already
-        raise exc
-    except KeyboardInterrupt:
+        code = app(prog_name="fp4patch", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else "fp4patch --help")
         sys.exit(EXIT_USAGE)
+    except ClickUsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "fp4patch"
+        print(f"fp4patch: error: {exc.format_message()} (see `{command} --help`)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except (KeyboardInterrupt, typer.Abort):
+        print("fp4patch: error: interrupted", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

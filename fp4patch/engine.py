@@ -306,9 +306,17 @@ class Engine:
     def _apply(self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None) -> list[FilePlan]:
         manifest = self._current_manifest()
         if manifest:
+            applied = [s for s in self.specs if s.id in manifest.specs]
             check_conflicts(specs, set(manifest.specs), "already applied; revert it first")
+            check_conflicts(applied, {s.id for s in specs}, "already applied; revert it first")
         plans = self.plan(specs)
         writes = [p for p in plans.values() if p.changes]
+        for plan in writes:
+            if plan.path.is_symlink():
+                raise FileSystemError(
+                    f"{plan.path}: is a symbolic link to {os.readlink(plan.path)}; fp4patch patches regular files only — "
+                    "replace the link by a copy of the file, then apply"
+                )
         manifest = manifest or Manifest(self.dist.name, str(self.dist.version))
         previous = manifest if self.store.path.exists() else None
         reinstalled: set[str] = set()

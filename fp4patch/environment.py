@@ -71,8 +71,12 @@ def from_python(python: str) -> TargetEnvironment:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProblem(f"{python}: interpreter failed ({last}); pass --python PATH to a working Python")
-    info = json.loads(done.stdout)
-    return TargetEnvironment(tuple(p for p in info["path"] if p), info["executable"], f"python {python}")
+    try:
+        info = json.loads(done.stdout.strip().splitlines()[-1])
+        paths, executable = info["path"], info["executable"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise EnvironmentProblem(f"{python}: did not answer like a Python interpreter (no sys.path printed); pass --python PATH to a Python executable") from None
+    return TargetEnvironment(tuple(p for p in paths if p), executable, f"python {python}")
 
 
 def from_site_packages(directory: str | Path) -> TargetEnvironment:

@@ -185,6 +185,8 @@ def load_specs(directory: Path | None = None) -> list[Spec]:
     if not directory.is_dir():
         raise SpecError(f"{directory}: spec directory not found; pass --specs-dir DIR")
     specs = [load_spec(path) for path in sorted(directory.rglob("*.toml"))]
+    if not specs:
+        raise SpecError(f"{directory}: no *.toml spec files here; pass --specs-dir DIR with specs (patches/<distribution>/<id>.toml)")
     by_id: dict[str, Spec] = {}
     for spec in specs:
         if spec.id in by_id:

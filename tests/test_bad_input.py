@@ -127,7 +127,6 @@ def test_duplicate_spec_ids(tmp_path: Path, site_060: Path) -> None:
     unchanged(site_060, before)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an empty --specs-dir reads as 'no spec selected; name one with --spec', which names neither the directory nor the cause")
 def test_empty_specs_dir(tmp_path: Path, site_060: Path) -> None:
     empty = tmp_path / "empty-specs"
     empty.mkdir()
@@ -161,11 +160,6 @@ def _script(tmp_path: Path, name: str, body: str, executable: bool = True) -> Pa
             "prints-garbage",
             ["--python"],
             id="python-prints-garbage",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: fp4patch/environment.py:from_python json.loads(done.stdout) is unguarded: an interpreter "
-                "that exits 0 without printing JSON ends in a JSONDecodeError traceback",
-            ),
         ),
     ],
 )
@@ -233,12 +227,6 @@ def test_conflicting_specs_selected_together(site_060: Path) -> None:
             FULLGRAPH,
             DISABLE,
             id="declaring-spec-applied-first",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: fp4patch/engine.py:check_conflicts only reads the conflicts of the specs being applied, so "
-                "apply --spec fp4-quantize-compiler-disable over an applied fp4-quantize-fullgraph (which declares the "
-                "conflict) patches both into fp4_quantization.py and exits 0",
-            ),
         ),
     ],
 )
@@ -256,12 +244,6 @@ def test_revert_of_a_spec_that_is_not_applied(site_060: Path) -> None:
     unchanged(site_060, before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a bad option gets click/typer's multi-line usage box (Usage: ... / Try ... / ╭─ Error ─╮), not one "
-    "'fp4patch: error:' line; fix in fp4patch/cli.py:run: call app(standalone_mode=False), catch click.UsageError and "
-    "print 'fp4patch: error: <message>; see fp4patch COMMAND --help', exit 2",
-)
 def test_unknown_option(site_060: Path) -> None:
     before = snapshot(site_060)
     refused(run_cli("apply", "--frobnicate", "--spec", CUDA, *sp(site_060)), 2, "--frobnicate", "--help")
@@ -405,12 +387,6 @@ def test_backups_of_another_version(site_060: Path) -> None:
     unchanged(site_060, before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a symlinked target file is silently replaced by a patched regular file (atomic_write renames over "
-    "the link), so revert cannot give the link back; refuse it instead: fp4patch/engine.py:apply (before any write) "
-    "should raise FileSystemError('<path>: is a symbolic link to <target>; patch the real file ... or replace the link by a copy')",
-)
 def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> None:
     """Decided behaviour: refuse (exit 3), never write through the link nor replace it."""
     target = site_060 / CPP_EXT
