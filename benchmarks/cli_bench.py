@@ -34,6 +34,16 @@ sys.path.insert(0, str(REPO))
 from fp4patch.releases import fetch, unpack  # noqa: E402
 
 VERSION = "0.7.4"
+# The framework's own cost for a command that parses one option (typer >= 0.2x coerces
+# parameters through pydantic, imported on the first parse).
+TYPER_APP = (
+    "import typer, rich\n"
+    "app = typer.Typer()\n"
+    "@app.command()\n"
+    "def main(path: str = typer.Option(...)):\n"
+    "    rich.print(path)\n"
+    "app()"
+)
 
 
 def timed(command: list[str] | str, cwd: Path | None = None, shell: bool = False, env: dict | None = None) -> float:
@@ -82,6 +92,7 @@ def main() -> int:
 
         variants = {
             "floor: python -c 'import typer, rich'": lambda: timed([sys.executable, "-c", "import typer, rich"], env=env),
+            "floor: a one-option typer app": lambda: timed([sys.executable, "-c", TYPER_APP, "--path", str(patched)], env=env),
             "fp4patch --help": lambda: timed([*fp4, "--help"], env=env),
             "fp4patch status": lambda: timed([*fp4, "status", "--site-packages", str(patched)], env=env),
             "fp4patch verify (patched)": lambda: timed([*fp4, "verify", "--site-packages", str(patched)], env=env),
