@@ -357,9 +357,10 @@ def main() -> int:
         ph.add_argument("name", choices=["unpatched", "patched"])
     ab = sub.add_parser("percall-ab")
     ab.add_argument("patched_site")
+    ab.add_argument("--rounds", type=int, default=61)
     args = parser.parse_args()
     if args.command == "percall-ab":
-        print(json.dumps(percall_ab(args.patched_site), default=str))
+        print(json.dumps(percall_ab(args.patched_site, args.rounds), default=str))
         return 0
     if args.command == "orchestrate":
         return orchestrate(args)
