@@ -45,7 +45,9 @@ FORMATS = ("table", "json", "github")
 
 # Colour only on a terminal; NO_COLOR (any value, https://no-color.org) turns every ANSI escape off.
 _COLOR_SYSTEM = None if os.environ.get("NO_COLOR") else "auto"
-out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
+# Logs (CI, docker build) are not terminals: give tables room instead of rich's default 80 columns.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
 
 STATE_STYLE = {
@@ -121,8 +123,8 @@ def _reports_json(reports) -> list[dict[str, Any]]:
 
 def _reports_table(title: str, reports, show_summary: bool = False) -> Table:
     table = Table(title=title, title_justify="left")
-    table.add_column("spec", style="bold")
-    table.add_column("state")
+    table.add_column("spec", style="bold", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     if show_summary:
         table.add_column("default")
     table.add_column("summary / detail" if show_summary else "detail", overflow="fold")
@@ -312,10 +314,27 @@ def verify(
             out.print(_reports_table(f"{h['distribution']} {h['version']}", reports))
             if cases is not None:
                 out.print(_trace_table(cases))
-            out.print("[green]verify: ok[/]" if ok else "[red]verify: failed[/]")
+            out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {_failure_hint(reports, ok_states, cases)}")
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)
+
+
+def _failure_hint(reports, ok_states, cases) -> str:
+    """One line: what failed and what to do next."""
+    by_state: dict[str, list[str]] = {}
+    for r in reports:
+        if r.state not in ok_states:
+            by_state.setdefault(r.state, []).append(r.spec.id)
+    parts = [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
+    if "applicable" in by_state:
+        parts.append("run `fp4patch apply`")
+    if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
+        parts.append("see the detail column; upstream changed or the version is not covered")
+    failed_cases = [c for c in cases or [] if not c.get("passed")]
+    if failed_cases:
+        parts.append(f"{len(failed_cases)} trace case(s) failed")
+    return "; ".join(parts) or "see above"
 
 
 def _github_annotations(reports, ok_states, site_packages: Path | None, cases=None, prefix: str = "") -> None:
@@ -450,6 +469,8 @@ def revert(
         else:
             for relative in restored:
                 out.print(f"restored {relative}")
+            h = _header(engine)
+            out.print(f"{h['distribution']} {h['version']}: reverted; originals restored byte for byte in {h['site_packages']}")
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -463,7 +484,7 @@ def new(
     summary: Annotated[str, typer.Option("--summary", help="One line shown by `fp4patch status`.")] = "TODO: one line",
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
-    specs_dir: SpecsDirOpt = None,
+    specs_dir: Annotated[Optional[Path], typer.Option("--specs-dir", help="Where to write: DIR/<distribution>/<id>.toml (default: ./patches).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing spec file.")] = False,
 ) -> None:
     """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case)."""
@@ -477,10 +498,13 @@ def new(
             raise UsageError("give --python or --site-packages, not both")
         env = from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
         dist = find_distribution(env, distribution)
-        directory = specs_dir or builtin_specs_dir()
+        directory = specs_dir or Path("patches")
         path = scaffold(dist, spec_id, function, summary, directory, force=force)
+        where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
         out.print(f"wrote {path}")
-        out.print(f"next: edit its code and rationale, then `fp4patch diff --spec {spec_id} --specs-dir {directory}`")
+        if not (directory / dist.name / "cuda-version-from-torch.toml").exists():
+            out.print(f"note: --specs-dir replaces the built-in specs; copy them beside yours to keep them: cp -r {builtin_specs_dir()}/* {directory}/")
+        out.print(f"next: edit its code and rationale, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip())
         return EXIT_OK
 
     _run(False, body)
@@ -505,9 +529,8 @@ def run() -> None:
 
     try:
         code = app(prog_name="fp4patch", standalone_mode=False)
-    except NoArgsIsHelpError as exc:
-        print(exc.ctx.get_help() if exc.ctx else "fp4patch --help")
-        sys.exit(EXIT_USAGE)
+    except NoArgsIsHelpError:
+        sys.exit(EXIT_USAGE)  # typer has printed the help once already
     except ClickUsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "fp4patch"
         print(f"fp4patch: error: {exc.format_message()} (see `{command} --help`)", file=sys.stderr)

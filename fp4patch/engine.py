@@ -307,8 +307,13 @@ class Engine:
         manifest = self._current_manifest()
         if manifest:
             applied = [s for s in self.specs if s.id in manifest.specs]
-            check_conflicts(specs, set(manifest.specs), "already applied; revert it first")
-            check_conflicts(applied, {s.id for s in specs}, "already applied; revert it first")
+            requested = {s.id for s in specs}
+            for spec in specs:
+                for other in set(spec.conflicts) & set(manifest.specs):
+                    raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `fp4patch revert --spec {other}` first")
+            for spec in applied:
+                for other in set(spec.conflicts) & requested:
+                    raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `fp4patch revert --spec {spec.id}` first")
         plans = self.plan(specs)
         writes = [p for p in plans.values() if p.changes]
         for plan in writes:

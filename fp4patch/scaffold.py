@@ -35,6 +35,21 @@ def module_file(dist: InstalledDistribution, module: str) -> str:
     raise UsageError(f"{dist.name} {dist.version} has no module {module!r} (looked for {base}.py); check --function MODULE:FUNCTION")
 
 
+def _imported_from(tree: cst.Module, name: str, module: str) -> str:
+    """The absolute module a top-level ``from X import name`` in ``module`` takes ``name`` from."""
+    for statement in tree.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                if any((a.asname.name.value if a.asname else a.name.value) == name for a in small.names if isinstance(a.name, cst.Name)):
+                    dots = len(small.relative)
+                    base = module.split(".")[: len(module.split(".")) - dots] if dots else []
+                    tail = cst.Module(body=[]).code_for_node(small.module) if small.module else ""
+                    return ".".join([*base, tail] if tail else base)
+    return ""
+
+
 def _toml_string(text: str) -> str:
     """``text`` as a TOML multi-line literal string (falls back to a basic string if it holds ''')."""
     if "'''" not in text:
@@ -58,11 +73,21 @@ def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: st
     if not sep or not module or not function:
         raise UsageError(f"--function {target!r}: expected MODULE:FUNCTION, e.g. flashinfer.fp4_quantization:fp4_quantize")
     relative = module_file(dist, module)
+    from .manifest import ManifestStore
+
+    manifest = ManifestStore(dist.site_packages, dist.name).load()
+    if manifest and relative in manifest.files:
+        raise UsageError(
+            f"{dist.locate(relative)}: patched by fp4patch ({', '.join(manifest.files[relative].specs)}); "
+            "run `fp4patch revert` first so the case shows the upstream function"
+        )
     source = dist.locate(relative).read_bytes()
     tree = cst.parse_module(source)
     found = find_functions(tree, function)
     if not found:
-        raise UsageError(f"{dist.locate(relative)}: no function {function!r}; give Class.method for a method")
+        origin = _imported_from(tree, function.split(".")[0], module)
+        hint = f"it is imported from {origin}; pass --function {origin}:{function}" if origin else "give Class.method for a method"
+        raise UsageError(f"{dist.locate(relative)}: no function {function!r} defined here; {hint}")
     definition = found[-1]
     signature = definition.params
     params = [p.name.value for p in (*signature.posonly_params, *signature.params, *signature.kwonly_params)]

@@ -6,6 +6,7 @@ version="${1:-0.6.0}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 demo="$here/.demo"
 rm -rf "$demo"
+echo "creating $demo/target (flashinfer-python==$version) and $demo/tool (fp4patch) ..."
 python3 -m venv "$demo/target"          # the environment to patch (like /opt/venv in a Docker build)
 python3 -m venv "$demo/tool"            # fp4patch in its own venv (like pipx)
 "$demo/tool/bin/pip" install -q --disable-pip-version-check "$here"
@@ -13,15 +14,16 @@ python3 -m venv "$demo/tool"            # fp4patch in its own venv (like pipx)
 "$demo/target/bin/pip" install -q --disable-pip-version-check --no-deps "flashinfer-python==$version"
 fp4patch="$demo/tool/bin/fp4patch"
 target=(--python "$demo/target/bin/python")
-step() { printf '\n\033[1m$ fp4patch %s\033[0m\n' "$*"; }
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+step() { printf '\n%s$ fp4patch %s%s\n' "$bold" "$*" "$plain"; }
 step status "${target[@]}";           "$fp4patch" status "${target[@]}"
 step diff "${target[@]}";             "$fp4patch" diff "${target[@]}"
 step apply "${target[@]}";            "$fp4patch" apply "${target[@]}"
-step apply "${target[@]}" "(again)";  "$fp4patch" apply "${target[@]}"
+step apply "${target[@]}" "  # again: changes nothing";  "$fp4patch" apply "${target[@]}"
 step verify "${target[@]}";           "$fp4patch" verify "${target[@]}"
 step revert "${target[@]}";           "$fp4patch" revert "${target[@]}"
 step verify --applicable "${target[@]}"; "$fp4patch" verify --applicable "${target[@]}"
-printf '\n\033[1mrecord check:\033[0m '
+printf '\n%srecord check:%s ' "$bold" "$plain"
 "$demo/target/bin/python" - <<'PY'
 import base64, hashlib, importlib.metadata as md
 dist = md.distribution("flashinfer-python")
