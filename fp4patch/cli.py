@@ -525,7 +525,10 @@ def main(
 
 def run() -> None:
     """Console-script entry point: exit codes as documented; a usage error is one line (exit 2)."""
-    from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+    try:  # typer >= 0.25 vendors click as typer._click; older typer uses click itself
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+    except ImportError:
+        from click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
 
     try:
         code = app(prog_name="fp4patch", standalone_mode=False)
