@@ -173,24 +173,3 @@ def refresh_bytecode(source: Path) -> list[tuple[Path, str]]:
             raise FileSystemError(f"{pyc}: cannot remove stale bytecode ({exc.strerror}); delete it by hand") from None
         done.append((pyc, "removed"))
     return done
-
-
-def remove_bytecode(source: Path) -> list[Path]:
-    """Delete the cached bytecode of ``source`` (``__pycache__/<stem>.*.pyc``) so the next import
-    compiles the new source. Returns the files removed.
-
-    Raises:
-        FileSystemError: a stale bytecode file exists but cannot be removed.
-    """
-    cache = source.parent / "__pycache__"
-    removed = []
-    if cache.is_dir():
-        for pyc in cache.glob(f"{source.stem}.*.pyc"):
-            try:
-                pyc.unlink()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise FileSystemError(f"{pyc}: cannot remove stale bytecode ({exc.strerror}); delete it by hand") from None
-            removed.append(pyc)
-    return removed
