@@ -74,23 +74,40 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
     raise typer.Exit(code)
 
 
-def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
-    from .environment import current, find_distribution, from_python, from_site_packages
-    from .engine import Engine, select_specs
-    from .spec import load_specs
+def _environment(python: str | None, site_packages: Path | None):
+    """The target environment named by --python / --site-packages (default: this interpreter's)."""
+    from .environment import current, from_python, from_site_packages
 
     if python and site_packages:
         raise UsageError("give --python or --site-packages, not both")
+    return from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+
+
+def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
+    """``(all specs, selected specs, their one distribution)``; raises UsageError for none or several."""
+    from .engine import select_specs
+    from .spec import load_specs
+
     specs = load_specs(specs_dir)
     selected = specs if all_specs and not spec_ids else select_specs(specs, spec_ids)
     if not selected:
         raise UsageError("no spec selected; name one with --spec (see `fp4patch status`)")
-    env = from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
     distributions = sorted({s.distribution for s in selected})
     if len(distributions) > 1:
         raise UsageError(f"selected specs patch several distributions ({', '.join(distributions)}); select one with --spec")
-    dist = find_distribution(env, distributions[0])
-    notify = lambda message: err.print(f"fp4patch: {message}", markup=False)
+    return specs, selected, distributions[0]
+
+
+def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
+    from .engine import Engine
+    from .environment import find_distribution
+
+    if python and site_packages:
+        raise UsageError("give --python or --site-packages, not both")
+    specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs)
+    env = _environment(python, site_packages)
+    dist = find_distribution(env, distribution)
+    notify = lambda message: err.print(f"fp4patch: {message}", markup=False)  # noqa: E731
     return env, Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify), selected
 
 
@@ -386,20 +403,12 @@ def _function_line(path: Path, spec, relative: str) -> int:
 
 def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False) -> int:
     from .against import check_against, resolve_archive
-    from .engine import select_specs
     from .environment import from_python
-    from .spec import load_specs
 
     if site_packages:
         raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
-    specs = load_specs(specs_dir)
-    selected = select_specs(specs, spec_ids)
-    if not selected:
-        raise UsageError("no spec selected; name one with --spec (see `fp4patch status`)")
-    distributions = sorted({s.distribution for s in selected})
-    if len(distributions) > 1:
-        raise UsageError(f"selected specs patch several distributions ({', '.join(distributions)}); select one with --spec")
-    source, archive = resolve_archive(against, wheel, sdist, distributions[0])
+    specs, selected, distribution = _selection(specs_dir, spec_ids)
+    source, archive = resolve_archive(against, wheel, sdist, distribution)
     trace_env = from_python(python) if python and trace else None
     report = check_against(source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir)
     if as_json:
@@ -490,14 +499,11 @@ def new(
     """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case)."""
 
     def body() -> int:
-        from .environment import current, find_distribution, from_python, from_site_packages
+        from .environment import find_distribution
         from .scaffold import scaffold
         from .spec import builtin_specs_dir
 
-        if python and site_packages:
-            raise UsageError("give --python or --site-packages, not both")
-        env = from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
-        dist = find_distribution(env, distribution)
+        dist = find_distribution(_environment(python, site_packages), distribution)
         directory = specs_dir or Path("patches")
         path = scaffold(dist, spec_id, function, summary, directory, force=force)
         where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
