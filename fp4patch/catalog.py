@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import SpecError
-from .spec import builtin_specs_dir
+from .locations import builtin_specs_dir
 
 CATALOG_NAME = "catalog.json"
 

@@ -7,17 +7,17 @@ found through :mod:`importlib.metadata` over the target interpreter's ``sys.path
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from .errors import EnvironmentProblem, UsageError
 
-from .errors import EnvironmentProblem
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 _PROBE = "import json, sys; print(json.dumps({'path': sys.path, 'executable': sys.executable}))"
 
@@ -49,7 +49,7 @@ class InstalledDistribution:
     """
 
     name: str
-    version: Version
+    version: "Version"
     site_packages: Path
     dist: metadata.Distribution
 
@@ -64,6 +64,8 @@ def from_python(python: str) -> TargetEnvironment:
     Raises:
         EnvironmentProblem: the interpreter cannot be run or does not answer.
     """
+    import subprocess
+
     try:
         done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -100,26 +102,47 @@ def current() -> TargetEnvironment:
     return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}")
 
 
+def resolve(python: str | None, site_packages: str | Path | None) -> TargetEnvironment:
+    """The environment named by ``--python`` or ``--site-packages`` (default: this interpreter's).
+
+    Raises:
+        UsageError: both are given.
+        EnvironmentProblem: see :func:`from_python` and :func:`from_site_packages`.
+    """
+    if python and site_packages:
+        raise UsageError("give --python or --site-packages, not both")
+    return from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+
+
+def locate_distribution(env: TargetEnvironment, name: str) -> metadata.Distribution | None:
+    """The distribution ``name`` (any spelling) that the import system finds first on ``env.paths``,
+    by :mod:`importlib.metadata`'s own name matching (``distributions(name=..., path=...)``, as
+    ``importlib.metadata.distribution`` does); None when it is not installed there."""
+    return next(iter(metadata.distributions(name=name, path=list(env.paths))), None)
+
+
 def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistribution:
     """Find distribution ``name`` (any spelling) in ``env``, as the import system would: first on the path.
 
     Raises:
-        EnvironmentProblem: the distribution is not installed there, or its version is invalid.
+        EnvironmentProblem: the distribution is not installed there, is an editable or zipped
+            install, or its version is not a PEP 440 version.
     """
-    wanted = canonicalize_name(name)
-    for dist in metadata.distributions(path=list(env.paths)):
-        if canonicalize_name(dist.metadata["Name"] or "") != wanted:
-            continue
-        try:
-            version = Version(dist.version)
-        except InvalidVersion:
-            raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
-        _refuse_unsupported_install(dist, name)
-        site_packages = Path(str(dist.locate_file(""))).resolve()
-        return InstalledDistribution(wanted, version, site_packages, dist)
-    raise EnvironmentProblem(
-        f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
-    )
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    dist = locate_distribution(env, name)
+    if dist is None:
+        raise EnvironmentProblem(
+            f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
+        )
+    try:
+        version = Version(dist.version)
+    except InvalidVersion:
+        raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
+    _refuse_unsupported_install(dist, name)
+    site_packages = Path(str(dist.locate_file(""))).resolve()
+    return InstalledDistribution(canonicalize_name(name), version, site_packages, dist)
 
 
 def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:

@@ -11,7 +11,6 @@ import re
 import textwrap
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import SpecError
+from .locations import builtin_specs_dir
 
 SPEC_KEYS = {"id", "summary", "rationale", "distribution", "default", "conflicts", "requires", "target", "case", "obsolete-when"}
 TARGET_KEYS = {"versions", "file", "operation", "status", "reason"}
@@ -162,14 +162,6 @@ class _Lines:
             if pattern.match(self.lines[number - 1]):
                 return number
         return start
-
-
-def builtin_specs_dir() -> Path:
-    """The specs shipped with fp4patch: ``fp4patch/patches`` in a wheel, ``patches/`` in a checkout."""
-    packaged = Path(str(resources.files("fp4patch"))) / "patches"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "patches"
 
 
 def load_specs(directory: Path | None = None) -> list[Spec]:

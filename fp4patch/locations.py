@@ -1,0 +1,20 @@
+"""Where fp4patch's own files are: its package directory and the built-in specs.
+
+Kept free of heavy imports: the recorded-verdict fast path of ``verify`` uses it before typer,
+libcst or the spec loader are imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The directory of the ``fp4patch`` package (its ``*.py`` sources and, in a wheel, ``patches/``).
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def builtin_specs_dir() -> Path:
+    """The specs shipped with fp4patch: ``fp4patch/patches`` in a wheel, ``patches/`` in a checkout."""
+    packaged = PACKAGE_DIR / "patches"
+    if packaged.is_dir():
+        return packaged
+    return PACKAGE_DIR.parent / "patches"
