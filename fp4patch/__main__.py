@@ -1,5 +1,5 @@
 """``python -m fp4patch``."""
 
-from .cli import run
+from .entry import main
 
-run()
+main()

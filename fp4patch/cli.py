@@ -8,17 +8,15 @@ listed in :mod:`fp4patch.errors` and the README.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
+from .render import JSON_SCHEMA_VERSION, err, out, reports_table, trace_table
 
 app = typer.Typer(
     name="fp4patch",
@@ -39,26 +37,7 @@ FormatOpt = Annotated[
     typer.Option("--format", help="Output: table (default), json (same as --json), or github (GitHub Actions annotations)."),
 ]
 
-#: Version of the --json output; docs/json-schema.json describes it. Bump on incompatible changes.
-JSON_SCHEMA_VERSION = 1
 FORMATS = ("table", "json", "github")
-
-# Colour only on a terminal; NO_COLOR (any value, https://no-color.org) turns every ANSI escape off.
-_COLOR_SYSTEM = None if os.environ.get("NO_COLOR") else "auto"
-# Logs (CI, docker build) are not terminals: give tables room instead of rich's default 80 columns.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM, width=_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
-
-STATE_STYLE = {
-    "applied": "green",
-    "applicable": "yellow",
-    "drifted": "bold red",
-    "not-targeted": "magenta",
-    "not-needed": "dim",
-    "unsupported": "red",
-    "obsolete": "cyan",
-}
 
 
 def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
@@ -76,11 +55,9 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
 
 def _environment(python: str | None, site_packages: Path | None):
     """The target environment named by --python / --site-packages (default: this interpreter's)."""
-    from .environment import current, from_python, from_site_packages
+    from .environment import resolve
 
-    if python and site_packages:
-        raise UsageError("give --python or --site-packages, not both")
-    return from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+    return resolve(python, site_packages)
 
 
 def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
@@ -98,14 +75,15 @@ def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bo
     return specs, selected, distributions[0]
 
 
-def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
+def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False, env=None):
+    """``(environment, engine, selected specs)`` for a command; ``env`` when already resolved."""
     from .engine import Engine
     from .environment import find_distribution
 
     if python and site_packages:
         raise UsageError("give --python or --site-packages, not both")
     specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs)
-    env = _environment(python, site_packages)
+    env = env or _environment(python, site_packages)
     dist = find_distribution(env, distribution)
     notify = lambda message: err.print(f"fp4patch: {message}", markup=False)  # noqa: E731
     return env, Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify), selected
@@ -114,70 +92,6 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
 def _header(engine) -> dict[str, Any]:
     d = engine.dist
     return {"schema": JSON_SCHEMA_VERSION, "distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
-
-
-def _reports_json(reports) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": r.spec.id,
-            "state": r.state,
-            "default": r.spec.default,
-            "summary": r.spec.summary,
-            "detail": r.detail,
-            "targets": [
-                {
-                    "file": t.file,
-                    "state": t.state,
-                    "reason": t.reason,
-                    "operations": [{"operation": d, "state": s, "detail": x} for d, s, x in t.operations],
-                }
-                for t in r.targets
-            ],
-        }
-        for r in reports
-    ]
-
-
-def _reports_table(title: str, reports, show_summary: bool = False) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column("spec", style="bold", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    if show_summary:
-        table.add_column("default")
-    table.add_column("summary / detail" if show_summary else "detail", overflow="fold")
-    for r in reports:
-        style = STATE_STYLE.get(r.state, "")
-        row = [r.spec.id, f"[{style}]{r.state}[/]"]
-        if show_summary:
-            row.append("yes" if r.spec.default else "no")
-        detail = r.detail
-        files = ", ".join(sorted({t.file for t in r.targets if t.file}))
-        text = (r.spec.summary + (f"\n{files}" if files else "") + (f"\n{detail}" if detail else "")) if show_summary else (detail or files)
-        row.append(text)
-        table.add_row(*row)
-    return table
-
-
-def _trace_table(cases: list[dict[str, Any]]) -> Table:
-    passed = sum(1 for c in cases if c.get("passed"))
-    table = Table(title=f"fullgraph trace: {passed}/{len(cases)} cases passed", title_justify="left")
-    for column in ("case", "result", "graphs", "breaks", "custom ops", "layout"):
-        table.add_column(column, overflow="fold")
-    for c in cases:
-        if c.get("error"):
-            row = [c["name"], "[red]FAIL[/]", str(c.get("graphs", "")), "", "", c["error"]]
-        else:
-            layout = "ok" if c.get("layout_ok") else f"expected {c.get('expected')} got {c.get('traced')}"
-            row = [
-                c["name"],
-                "[green]PASS[/]" if c.get("passed") else "[red]FAIL[/]",
-                str(c.get("graphs", "")),
-                str(c.get("graph_breaks", "")),
-                ", ".join(c.get("custom_ops") or []) or "-",
-                layout,
-            ]
-        table.add_row(*row)
-    return table
 
 
 @app.command()
@@ -197,12 +111,12 @@ def status(
         manifest = engine.store.load()
         applied = manifest.specs if manifest else []
         if as_json:
-            print(json.dumps({**_header(engine), "recorded": applied, "specs": _reports_json(reports)}, indent=2))
+            print(json.dumps({**_header(engine), "recorded": applied, "specs": [r.to_json() for r in reports]}, indent=2))
             return EXIT_OK
         h = _header(engine)
         out.print(f"[bold]{h['distribution']} {h['version']}[/] in {h['site_packages']}")
         out.print(f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}")
-        out.print(_reports_table("specs", reports, show_summary=True))
+        out.print(reports_table("specs", [r.to_json() for r in reports], show_summary=True))
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -253,8 +167,12 @@ def apply(
     """Patch the installed files. Running it again changes nothing."""
 
     def body() -> int:
+        from .verdict import Request, record
+
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
         written = engine.apply(selected, allow_modified=allow_modified)
+        engine.inputs.clear()  # the verdict's key: exactly the files the reports below read
+        record(engine, Request.of(spec, specs_dir), [engine.report(s).to_json() for s in selected], _header(engine))
         if as_json:
             print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
             return EXIT_OK
@@ -304,12 +222,20 @@ def verify(
 
     def body() -> int:
         from .engine import SATISFIED
+        from .render import verify_output
+        from .verdict import Request, lookup
 
-        env, engine, selected = _context(python, site_packages, specs_dir, spec)
-        reports = [engine.report(s) for s in selected]
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set())
-        ok = all(r.state in ok_states for r in reports)
-        interrupted = engine.interrupted()
+        env = _environment(python, site_packages)
+        recorded = lookup(env, Request.of(spec, specs_dir))
+        if recorded is not None:  # apply recorded this answer and none of its inputs changed
+            header, reports, interrupted, specs_by_id = recorded.header, recorded.reports, None, {}
+            where = recorded.site_packages
+        else:
+            env, engine, selected = _context(python, site_packages, specs_dir, spec, env=env)
+            header, reports = _header(engine), [engine.report(s).to_json() for s in selected]
+            interrupted, specs_by_id, where = engine.interrupted(), {s.id: s for s in selected}, engine.dist.site_packages
+        ok = all(r["state"] in ok_states for r in reports)
         if interrupted:
             err.print(f"fp4patch: {interrupted}", markup=False)
             ok = False
@@ -317,88 +243,13 @@ def verify(
         if trace:
             from .trace import run_probe
 
-            cases = run_probe(env, engine.dist.site_packages if site_packages else None)
+            cases = run_probe(env, where if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
-        if as_json:
-            payload = {**_header(engine), "ok": ok, "interrupted": interrupted, "specs": _reports_json(reports)}
-            if cases is not None:
-                payload["trace"] = cases
-            print(json.dumps(payload, indent=2))
-        elif github:
-            _github_annotations(reports, ok_states, engine.dist.site_packages, cases)
-        else:
-            h = _header(engine)
-            out.print(_reports_table(f"{h['distribution']} {h['version']}", reports))
-            if cases is not None:
-                out.print(_trace_table(cases))
-            out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {_failure_hint(reports, ok_states, cases)}")
+        output = "json" if as_json else "github" if github else "table"
+        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id)
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)
-
-
-def _failure_hint(reports, ok_states, cases) -> str:
-    """One line: what failed and what to do next."""
-    by_state: dict[str, list[str]] = {}
-    for r in reports:
-        if r.state not in ok_states:
-            by_state.setdefault(r.state, []).append(r.spec.id)
-    parts = [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
-    if "applicable" in by_state:
-        parts.append("run `fp4patch apply`")
-    if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
-        parts.append("see the detail column; upstream changed or the version is not covered")
-    failed_cases = [c for c in cases or [] if not c.get("passed")]
-    if failed_cases:
-        parts.append(f"{len(failed_cases)} trace case(s) failed")
-    return "; ".join(parts) or "see above"
-
-
-def _github_annotations(reports, ok_states, site_packages: Path | None, cases=None, prefix: str = "") -> None:
-    """GitHub Actions workflow commands: one ``::error`` per failing spec at the spec's target
-    line, one at the upstream function's line, and a ``::notice`` per passing spec."""
-    import os
-
-    def where(path: Path) -> str:
-        relative = os.path.relpath(path)
-        return str(path) if relative.startswith("..") else relative
-
-    def escape(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-    for r in reports:
-        title = f"fp4patch {r.spec.id}: {r.state}"
-        if r.state in ok_states:
-            print(f"::notice title={title}::{escape(prefix + r.spec.id + ' ' + r.state)}")
-            continue
-        spec_line = next((t.line for t in r.spec.targets if t.file and any(x.file == t.file for x in r.targets)), 1)
-        message = escape(prefix + (r.detail or f"{r.spec.id} is {r.state}"))
-        print(f"::error file={where(r.spec.path)},line={spec_line},title={title}::{message}")
-        for target in r.targets:
-            if not target.file or site_packages is None:
-                continue
-            upstream = site_packages / target.file
-            line = _function_line(upstream, r.spec, target.file)
-            print(f"::error file={where(upstream)},line={line},title={title}::{message}")
-    for case in cases or []:
-        if not case.get("passed"):
-            detail = case.get("error") or f"layout expected {case.get('expected')} got {case.get('traced')}"
-            print(f"::error title=fp4patch trace {escape(case['name'])}::{escape(detail)}")
-
-
-def _function_line(path: Path, spec, relative: str) -> int:
-    """Line of the first function a spec's operations name in ``path`` (1 when not found)."""
-    import ast
-
-    names = {op_kwargs.get("function", "").split(".")[-1] for t in spec.targets if t.file == relative for _, op_kwargs in t.operation_specs}
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return 1
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
-            return node.lineno
-    return 1
 
 
 def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False) -> int:
@@ -420,8 +271,8 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
             "version": report.version,
             "catalog": {"where": report.catalog, "message": report.catalog_message},
             "ok": report.ok,
-            "specs": _reports_json(report.pristine),
-            "after_apply": _reports_json(report.after_apply),
+            "specs": [r.to_json() for r in report.pristine],
+            "after_apply": [r.to_json() for r in report.after_apply],
             "apply_error": report.apply_error,
             "drifted": report.drifted,
         }
@@ -433,7 +284,9 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         from .engine import SATISFIED
 
         prefix = f"{report.distribution} {report.version}: "
-        _github_annotations(report.pristine, set(SATISFIED) | {"applicable"}, None, report.trace, prefix)
+        from .render import github_annotations
+
+        github_annotations([r.to_json() for r in report.pristine], set(SATISFIED) | {"applicable"}, None, report.trace, prefix, {r.spec.id: r.spec for r in report.pristine})
         for line in report.drifted:
             print(f"::error title=fp4patch --against {report.version}::{line}")
         if report.catalog != "known":
@@ -442,13 +295,13 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
         out.print(f"[bold]{report.distribution} {report.version}[/] ({report.kind} {report.archive.name}), unpacked in a temporary directory")
         out.print(f"[{style}]{report.catalog_message}[/]" if style else report.catalog_message)
-        out.print(_reports_table("on the pristine release", report.pristine))
+        out.print(reports_table("on the pristine release", [r.to_json() for r in report.pristine]))
         if report.after_apply:
-            out.print(_reports_table("after apply (in the temporary copy)", report.after_apply))
+            out.print(reports_table("after apply (in the temporary copy)", [r.to_json() for r in report.after_apply]))
         for line in report.drifted:
             out.print(f"[red]will not apply:[/] {line}", markup=True)
         if report.trace is not None:
-            out.print(_trace_table(report.trace))
+            out.print(trace_table(report.trace))
         if report.trace_note:
             out.print(report.trace_note)
         verdict = "our patches apply to this release" if report.ok else "our patches do NOT apply cleanly to this release"
@@ -501,7 +354,7 @@ def new(
     def body() -> int:
         from .environment import find_distribution
         from .scaffold import scaffold
-        from .spec import builtin_specs_dir
+        from .locations import builtin_specs_dir
 
         dist = find_distribution(_environment(python, site_packages), distribution)
         directory = specs_dir or Path("patches")

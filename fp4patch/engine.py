@@ -57,6 +57,25 @@ class SpecReport:
     state: str
     targets: list[TargetReport] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        """The report as ``--json`` prints it (one item of ``specs``; see docs/json-schema.json)."""
+        return {
+            "id": self.spec.id,
+            "state": self.state,
+            "default": self.spec.default,
+            "summary": self.spec.summary,
+            "detail": self.detail,
+            "targets": [
+                {
+                    "file": t.file,
+                    "state": t.state,
+                    "reason": t.reason,
+                    "operations": [{"operation": d, "state": s, "detail": x} for d, s, x in t.operations],
+                }
+                for t in self.targets
+            ],
+        }
+
     @property
     def detail(self) -> str:
         """The first reason or drift detail, for one-line output."""
@@ -134,6 +153,16 @@ class Engine:
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
         self._parsed: dict[Path, tuple] = {}
+        #: Every file a report read: path relative to site-packages (absolute when outside) →
+        #: sha256 of the bytes read, or None when it was missing. The recorded verdict's key.
+        self.inputs: dict[str, str | None] = {}
+
+    def _note_input(self, path: Path, data: bytes | None) -> None:
+        try:
+            name = path.relative_to(self.dist.site_packages).as_posix()
+        except ValueError:
+            name = str(path)
+        self.inputs[name] = None if data is None else sha256(data)
 
     # ------------------------------------------------------------------ reading
     def _load_module(self, path: Path):
@@ -141,8 +170,10 @@ class Engine:
         import libcst as cst
 
         if not path.is_file():
+            self._note_input(path, None)
             return None
         data = read_bytes(path)
+        self._note_input(path, data)
         cached = self._parsed.get(path)
         if cached is not None and cached[0] == data:
             return cached  # libcst trees are immutable: one parse per file contents and command
@@ -195,7 +226,9 @@ class Engine:
             path = self.dist.locate(target.file)
             if record is None or spec.id not in record.specs or not path.is_file():
                 return None
-            if sha256(read_bytes(path)) != record.patched_sha256:
+            data = read_bytes(path)
+            self._note_input(path, data)
+            if sha256(data) != record.patched_sha256:
                 return None
             reports.append(TargetReport(target.file, APPLIED))
         if not any(r.state == APPLIED for r in reports):
@@ -475,6 +508,9 @@ class Engine:
             manifest=asdict(new_manifest) if new_manifest else None,
             drop_backups=dropped if new_manifest else [],
         )
+        from .verdict import remove
+
+        remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
         self._run(journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
         return touched
 

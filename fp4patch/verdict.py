@@ -1,0 +1,226 @@
+"""The recorded verdict: what ``verify`` answers right after ``apply``, and every input it depends on.
+
+``apply`` writes ``<site-packages>/.fp4patch/<distribution>/verdict.json`` when it succeeds: the
+spec reports that ``verify`` prints for the same selection, keyed by everything those reports
+are a function of:
+
+- the selection as requested (``--spec`` ids, ``--specs-dir``),
+- fp4patch's version and the sha256 of its own sources and of every file in the specs directory,
+- the versions of the libraries that parse and match (libcst, packaging),
+- the distribution (name, version, site-packages directory) as :mod:`importlib.metadata` finds it,
+- the sha256 of fp4patch's manifest and of every file the reports read (or that it was missing).
+
+``verify`` (:func:`lookup`) recomputes the key and prints the recorded reports only when all of it
+is equal and no apply/revert journal is present; anything else (a changed byte, another
+version, a different selection, an upgraded fp4patch, a record that cannot be read) is a miss
+and ``verify`` checks the files itself. A stale or hand-made record therefore costs time, never
+a wrong answer from fp4patch's own logic. Only records whose every spec is satisfied are used.
+
+This module imports no typer, libcst or spec loader: the command-line fast path
+(:mod:`fp4patch.entry`) runs it before them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .environment import TargetEnvironment, locate_distribution
+from .errors import Fp4PatchError
+from .locations import PACKAGE_DIR, builtin_specs_dir
+
+SCHEMA = 1
+FILE_NAME = "verdict.json"
+STATE_DIR = ".fp4patch"  # the same directory as fp4patch.manifest.STATE_DIR
+#: Spec states that need nothing more (fp4patch.engine.SATISFIED); only such verdicts are recorded.
+SATISFIED = frozenset({"applied", "not-needed", "obsolete"})
+#: Libraries whose behaviour the reports depend on; their installed versions are part of the key.
+DEPENDENCIES = ("libcst", "packaging")
+
+
+@dataclass(frozen=True)
+class Request:
+    """A selection as the user asked for it.
+
+    Attributes:
+        spec_ids: the ``--spec`` ids in the order given, or None for the default selection.
+        specs_dir: ``--specs-dir`` resolved to an absolute path, or None for the built-in specs.
+    """
+
+    spec_ids: tuple[str, ...] | None
+    specs_dir: str | None
+
+    @classmethod
+    def of(cls, spec_ids: Iterable[str] | None, specs_dir: str | Path | None) -> Request:
+        """From the command-line values (``--spec`` list or None, ``--specs-dir`` or None)."""
+        return cls(tuple(spec_ids) if spec_ids else None, str(Path(specs_dir).resolve()) if specs_dir else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec_ids": list(self.spec_ids) if self.spec_ids is not None else None, "specs_dir": self.specs_dir}
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def inputs_digest(request: Request) -> str:
+    """Hex sha256 over fp4patch's sources (``*.py`` under the package) and every file of the specs
+    directory (``--specs-dir`` or the built-in one), each as relative path and contents.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    digest = hashlib.sha256(f"fp4patch {__version__}\n".encode())
+    specs_dir = Path(request.specs_dir) if request.specs_dir else builtin_specs_dir()
+    for label, root, pattern in (("source", PACKAGE_DIR, "*.py"), ("spec", specs_dir, "*")):
+        if not root.is_dir():
+            digest.update(f"{label} missing {root}\n".encode())
+            continue
+        for path in sorted(p for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(f"{label} {path.relative_to(root).as_posix()} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def dependency_versions() -> dict[str, str | None]:
+    """Installed versions of :data:`DEPENDENCIES` in this interpreter (None when missing)."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {}
+    for name in DEPENDENCIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def path_for(site_packages: Path, distribution: str) -> Path:
+    """Where the verdict of ``distribution`` in ``site_packages`` is recorded."""
+    return site_packages / STATE_DIR / distribution / FILE_NAME
+
+
+def record(engine: Any, request: Request, reports: list[dict[str, Any]], header: dict[str, Any]) -> bool:
+    """Record ``reports`` (``--json`` dicts, computed by ``engine`` for ``request`` right now) as
+    the verdict of ``engine.dist``, keyed by ``engine.inputs`` (the files those reports read).
+
+    Written atomically; a verdict with an unsatisfied spec, an interrupted operation, or a
+    site-packages that refuses the write records nothing (it is only a cache). Returns True when
+    a verdict is on disk afterwards.
+    """
+    from .files import atomic_write, sha256
+
+    if not reports or any(r["state"] not in SATISFIED for r in reports) or engine.interrupted():
+        remove(engine.dist.site_packages, engine.dist.name)
+        return False
+    store = engine.store
+    manifest = store.path.read_bytes() if store.path.is_file() else None
+    data = {
+        "schema": SCHEMA,
+        "fp4patch": __version__,
+        "inputs_digest": inputs_digest(request),
+        "dependencies": dependency_versions(),
+        "request": request.to_json(),
+        "distribution": engine.dist.name,
+        "version": str(engine.dist.version),
+        "installed_version": engine.dist.dist.version,  # as METADATA spells it (compared without packaging)
+        "site_packages": str(engine.dist.site_packages),
+        "manifest_sha256": sha256(manifest) if manifest is not None else None,
+        "files": dict(sorted(engine.inputs.items())),
+        "header": header,
+        "specs": reports,
+    }
+    path = path_for(engine.dist.site_packages, engine.dist.name)
+    encoded = (json.dumps(data, indent=1) + "\n").encode()  # key order kept: --json prints it back
+    try:
+        if path.is_file() and path.read_bytes() == encoded:
+            return True  # the same verdict is already recorded: write nothing
+        if not path.parent.is_dir():
+            return False  # nothing applied here (no state directory): do not create one for a cache
+        atomic_write(path, encoded, mode=0o644)
+    except (OSError, Fp4PatchError):
+        return False
+    return True
+
+
+def remove(site_packages: Path, distribution: str) -> None:
+    """Delete the recorded verdict of ``distribution`` (nothing when there is none or it cannot be deleted)."""
+    try:
+        path_for(site_packages, distribution).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A recorded verdict that matches the environment now.
+
+    Attributes:
+        header: ``schema``, ``distribution``, ``version``, ``site_packages`` as ``--json`` prints them.
+        reports: the spec reports (``--json`` dicts), every one in a satisfied state.
+        site_packages: the distribution's site-packages directory.
+    """
+
+    header: dict[str, Any]
+    reports: list[dict[str, Any]]
+    site_packages: Path
+
+
+def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
+    """The verdict recorded in ``env`` for ``request`` if every input of it is unchanged, else None.
+
+    Candidates are ``.fp4patch/*/verdict.json`` in the directories of ``env.paths``; the one used
+    must name the distribution that :func:`fp4patch.environment.locate_distribution` finds first
+    on the path (as ``find_distribution`` does for the full check), at the recorded version and
+    site-packages. Never raises for a bad or stale
+    record (that is a miss); never writes. ``FP4PATCH_NO_VERDICT=1`` in the environment makes
+    every lookup a miss (``verify`` then always checks the files itself).
+    """
+    if os.environ.get("FP4PATCH_NO_VERDICT"):
+        return None
+    digest = None
+    for entry in env.paths:
+        state = Path(entry) / STATE_DIR
+        if not state.is_dir():
+            continue
+        for path in sorted(state.glob(f"*/{FILE_NAME}")):
+            try:
+                data = json.loads(path.read_bytes())
+                if data.get("schema") != SCHEMA or data.get("request") != request.to_json() or data.get("fp4patch") != __version__:
+                    continue
+                if digest is None:
+                    digest = inputs_digest(request)
+                if data["inputs_digest"] != digest or data["dependencies"] != dependency_versions():
+                    continue
+                if not data["specs"] or any(r["state"] not in SATISFIED for r in data["specs"]):
+                    continue
+                dist = locate_distribution(env, data["distribution"])
+                if dist is None or dist.version != data["installed_version"]:
+                    continue
+                site_packages = Path(str(dist.locate_file(""))).resolve()
+                if str(site_packages) != data["site_packages"]:
+                    continue
+                root = site_packages / STATE_DIR / data["distribution"]
+                if path.resolve() != (root / FILE_NAME).resolve() or (root / "journal.json").exists():
+                    continue
+                if _file_sha256(root / "manifest.json") != data["manifest_sha256"]:
+                    continue
+                if any(_file_sha256(_locate(site_packages, name)) != sha for name, sha in data["files"].items()):
+                    continue
+                return Verdict(data["header"], data["specs"], site_packages)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, Fp4PatchError):
+                continue
+    return None
+
+
+def _locate(site_packages: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else site_packages / name

@@ -1,0 +1,219 @@
+"""The recorded verdict (fp4patch/verdict.py) and the ``verify`` fast path (fp4patch/entry.py).
+
+``apply`` records what ``verify`` answers; ``verify`` prints it only while every input is
+unchanged. Each test compares against ``FP4PATCH_NO_VERDICT=1``, which makes ``verify`` check
+the files itself, on the real flashinfer-python 0.6.0 wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4patch import verdict
+from fp4patch.entry import VerifyArguments, parse_verify
+from fp4patch.environment import TargetEnvironment, from_site_packages
+
+from .conftest import REPO, SPECS_DIR, run_cli, snapshot
+
+CPP_EXT = "flashinfer/jit/cpp_ext.py"
+FP4 = "flashinfer/fp4_quantization.py"
+STATE = Path(".fp4patch/flashinfer-python")
+RECORD = STATE / "verdict.json"
+NO_VERDICT = {"FP4PATCH_NO_VERDICT": "1"}
+#: Modules the fast path must not import (the full CLI imports all three on a verify).
+HEAVY = {"typer", "pydantic", "libcst"}
+
+
+def sp(site: Path) -> tuple[str, str]:
+    return ("--site-packages", str(site))
+
+
+def imported(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``python -X importtime -m fp4patch ARGS``: the result and the top-level packages imported."""
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "fp4patch", *args], capture_output=True, text=True, env=full_env, cwd=REPO)
+    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:") and "|" in line}
+    return done, names
+
+
+def both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """``verify ARGS`` as answered with the recorded verdict allowed, and with it ignored."""
+    return run_cli("verify", *args), run_cli("verify", *args, env=NO_VERDICT)
+
+
+def assert_same(fast: subprocess.CompletedProcess, full: subprocess.CompletedProcess) -> None:
+    assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)
+
+
+@pytest.fixture
+def applied_060(site_060: Path) -> Path:
+    run_cli("apply", *sp(site_060), check=True)
+    assert (site_060 / RECORD).is_file()
+    return site_060
+
+
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--json",), ("--format", "json"), ("--format", "github"), ("--format=table",), ("-q",), ("--applicable",), ("--json", "--format", "github")],
+    ids=lambda o: " ".join(o) or "plain",
+)
+def test_recorded_verify_prints_what_the_full_check_prints_without_typer_or_libcst(applied_060: Path, options) -> None:
+    (fast, names), full = imported("verify", *options, *sp(applied_060)), run_cli("verify", *options, *sp(applied_060), env=NO_VERDICT)
+    assert full.returncode == 0
+    fast.stderr = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    assert_same(fast, full)
+    assert not HEAVY & names, HEAVY & names
+    _, names_full = imported("verify", *options, *sp(applied_060), env=NO_VERDICT)
+    assert "typer" in names_full  # so the comparison above is between two different code paths
+
+
+def test_apply_records_the_verdict_once_and_verify_never_writes(applied_060: Path) -> None:
+    record = json.loads((applied_060 / RECORD).read_text())
+    assert record["request"] == {"spec_ids": None, "specs_dir": None}
+    assert set(record["files"]) >= {CPP_EXT, FP4}
+    assert [r["state"] for r in record["specs"]] == ["applied", "applied"]
+    files = snapshot(applied_060)
+    assert run_cli("apply", *sp(applied_060), check=True).stdout.count("already applied") == 1
+    run_cli("verify", *sp(applied_060), check=True)
+    assert snapshot(applied_060) == files
+
+
+@pytest.mark.parametrize("change", ["original-bytes", "comment", "metadata-version", "journal", "manifest", "corrupt-record", "removed-target"])
+def test_any_changed_input_is_a_miss_and_verify_checks_the_files(applied_060: Path, change: str) -> None:
+    site = applied_060
+    if change == "original-bytes":  # reinstalled by hand: must be reported applicable, not applied
+        shutil.copyfile(site / STATE / "backups" / CPP_EXT, site / CPP_EXT)
+    elif change == "comment":
+        (site / FP4).write_bytes((site / FP4).read_bytes() + b"\n# a comment\n")
+    elif change == "metadata-version":
+        metadata = next(site.glob("flashinfer_python-*.dist-info")) / "METADATA"
+        metadata.write_text(metadata.read_text().replace("Version: 0.6.0", "Version: 0.6.0.post1", 1))
+    elif change == "journal":
+        (site / STATE / "journal.json").write_text("{}")
+    elif change == "manifest":
+        manifest = site / STATE / "manifest.json"
+        manifest.write_text(manifest.read_text() + " ")
+    elif change == "corrupt-record":
+        (site / RECORD).write_text("{not json")
+    elif change == "removed-target":
+        (site / CPP_EXT).unlink()
+    assert verdict.lookup(from_site_packages(site), verdict.Request.of(None, None)) is None
+    fast, full = both(*sp(site))
+    assert_same(fast, full)
+    expected = {"original-bytes": 1, "comment": 0, "journal": 1, "manifest": 0, "corrupt-record": 0, "removed-target": 1}
+    if change in expected:
+        assert fast.returncode == expected[change], fast.stdout + fast.stderr
+
+
+def test_another_selection_or_specs_dir_is_a_miss(applied_060: Path, tmp_path: Path) -> None:
+    env = from_site_packages(applied_060)
+    assert verdict.lookup(env, verdict.Request.of(None, None)) is not None
+    assert verdict.lookup(env, verdict.Request.of(["cuda-version-from-torch"], None)) is None
+    copy = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, copy)
+    assert verdict.lookup(env, verdict.Request.of(None, copy)) is None
+    fast, full = both("--spec", "cuda-version-from-torch", *sp(applied_060))
+    assert_same(fast, full)
+    assert fast.returncode == 0
+
+
+def test_a_changed_spec_file_or_fp4patch_source_is_a_miss(applied_060: Path, tmp_path: Path, monkeypatch) -> None:
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    run_cli("apply", "--specs-dir", str(specs), *sp(applied_060), check=True)  # records for this --specs-dir
+    env, request = from_site_packages(applied_060), verdict.Request.of(None, specs)
+    assert verdict.lookup(env, request) is not None
+    toml = specs / "flashinfer-python" / "cuda-version-from-torch.toml"
+    toml.write_text(toml.read_text().replace("summary = ", "summary = 'changed' # ", 1))
+    assert verdict.lookup(env, request) is None
+    toml.write_text(toml.read_text().replace("summary = 'changed' # ", "summary = ", 1))
+    assert verdict.lookup(env, request) is not None
+    package = tmp_path / "package"
+    shutil.copytree(verdict.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(verdict, "PACKAGE_DIR", package)
+    assert verdict.lookup(env, request) is not None  # same sources, other place: same digest
+    (package / "engine.py").write_text((package / "engine.py").read_text() + "\n# changed\n")
+    assert verdict.lookup(env, request) is None
+
+
+def test_a_distribution_earlier_on_the_path_is_a_miss(applied_060: Path, tmp_path: Path) -> None:
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    dist_info = next(applied_060.glob("flashinfer_python-*.dist-info"))
+    shutil.copytree(dist_info, earlier / dist_info.name)
+    request = verdict.Request.of(None, None)
+    resolved = str(applied_060.resolve())
+    assert verdict.lookup(TargetEnvironment((resolved,), sys.executable, "test"), request) is not None
+    assert verdict.lookup(TargetEnvironment((str(earlier), resolved), sys.executable, "test"), request) is None
+
+
+def test_no_verdict_env_variable_and_revert_remove_it(applied_060: Path, monkeypatch) -> None:
+    env, request = from_site_packages(applied_060), verdict.Request.of(None, None)
+    monkeypatch.setenv("FP4PATCH_NO_VERDICT", "1")
+    assert verdict.lookup(env, request) is None
+    monkeypatch.delenv("FP4PATCH_NO_VERDICT")
+    refused = run_cli("revert", "--spec", "no-such-spec", *sp(applied_060))
+    assert refused.returncode == 2 and (applied_060 / RECORD).is_file()  # a refused revert changes nothing
+    run_cli("revert", "--spec", "cuda-version-from-torch", *sp(applied_060), check=True)
+    assert not (applied_060 / RECORD).exists()
+    fast, full = both(*sp(applied_060))
+    assert_same(fast, full)
+    assert fast.returncode == 1  # cuda-version-from-torch is applicable again
+
+
+def test_unsatisfied_reports_are_never_recorded(applied_060: Path) -> None:
+    record = json.loads((applied_060 / RECORD).read_text())
+    record["specs"][0]["state"] = "applicable"
+    (applied_060 / RECORD).write_text(json.dumps(record))
+    assert verdict.lookup(from_site_packages(applied_060), verdict.Request.of(None, None)) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["verify"], VerifyArguments()),
+        (["verify", "--site-packages", "/s", "-q"], VerifyArguments(site_packages="/s", quiet=True)),
+        (["verify", "--python=/p", "--spec", "a", "--spec=b"], VerifyArguments(python="/p", spec=["a", "b"])),
+        (["verify", "--format", "github", "--format", "json"], VerifyArguments(output="json")),
+        (["verify", "--format", "github", "--json"], VerifyArguments(output="json")),
+        (["verify", "--specs-dir", "d", "--applicable", "--format", "github"], VerifyArguments(specs_dir="d", applicable=True, output="github")),
+    ],
+)
+def test_fast_path_arguments(argv: list[str], expected: VerifyArguments) -> None:
+    assert parse_verify(argv) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["status"],
+        ["verify", "--trace"],
+        ["verify", "--help"],
+        ["verify", "--against", "flashinfer-python==0.7.4"],
+        ["verify", "--python", "/p", "--site-packages", "/s"],
+        ["verify", "--format", "xml"],
+        ["verify", "--site-packages"],
+        ["verify", "--spec", "--json"],
+        ["verify", "--json=1"],
+        ["verify", "-qq"],
+        ["verify", "extra"],
+        ["--version"],
+    ],
+)
+def test_everything_else_goes_to_the_full_cli(argv: list[str]) -> None:
+    assert parse_verify(argv) is None
+
+
+def test_usage_errors_are_still_reported_by_the_full_cli(applied_060: Path) -> None:
+    done = run_cli("verify", "--format", "xml", *sp(applied_060))
+    assert done.returncode == 2 and "--format 'xml'" in done.stderr
+    done = run_cli("verify", "--python", sys.executable, *sp(applied_060))
+    assert done.returncode == 2 and "not both" in done.stderr
