@@ -246,7 +246,7 @@ def verify(
             cases = run_probe(env, where if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
         output = "json" if as_json else "github" if github else "table"
-        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id)
+        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet)
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)

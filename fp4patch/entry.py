@@ -93,10 +93,8 @@ def verify_recorded(args: VerifyArguments) -> int | None:
         return None
     from . import render
 
-    if args.output == "table":  # JSON and annotations are printed whatever --quiet says, as in the full command
-        render.out.quiet = args.quiet
     ok_states = set(SATISFIED) | ({"applicable"} if args.applicable else set())
-    render.verify_output(found.header, found.reports, True, ok_states, args.output)
+    render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet)
     return EXIT_OK
 
 

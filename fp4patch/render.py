@@ -182,6 +182,25 @@ def function_line(path: Path, spec: Any, relative: str) -> int:
     return 1
 
 
+def is_terminal() -> bool:
+    """True when stdout is a terminal, or rich is told to treat it as one (``FORCE_COLOR``,
+    ``TTY_COMPATIBLE=1``): then ``verify`` draws rich tables, else it prints plain lines."""
+    return sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR")) or os.environ.get("TTY_COMPATIBLE") == "1"
+
+
+def reports_lines(reports: list[dict[str, Any]]) -> list[str]:
+    """Plain text for logs: one line per spec report (``--json`` dicts), columns aligned:
+    id, state, and the detail or the target files."""
+    id_width = max((len(r["id"]) for r in reports), default=0)
+    state_width = max((len(r["state"]) for r in reports), default=0)
+    lines = []
+    for r in reports:
+        files = ", ".join(sorted({t["file"] for t in r["targets"] if t["file"]}))
+        text = " ".join((r["detail"] or files).split())
+        lines.append(f"  {r['id']:<{id_width}}  {r['state']:<{state_width}}  {text}".rstrip())
+    return lines
+
+
 def verify_output(
     header: dict[str, Any],
     reports: list[dict[str, Any]],
@@ -191,10 +210,15 @@ def verify_output(
     interrupted: str | None = None,
     cases: list[dict[str, Any]] | None = None,
     specs: Mapping[str, Any] | None = None,
+    quiet: bool = False,
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
-    ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None."""
+    ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None.
+
+    ``table`` is a rich table on a terminal (:func:`is_terminal`) and plain aligned lines in a
+    log (CI, docker build), which need no rich import; ``quiet`` silences it (JSON and
+    annotations are printed regardless, as they are the requested output)."""
     if output == "json":
         payload = {**header, "ok": ok, "interrupted": interrupted, "specs": reports}
         if cases is not None:
@@ -202,9 +226,17 @@ def verify_output(
         print(json.dumps(payload, indent=2))
     elif output == "github":
         github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs)
-    else:
+    elif quiet:
+        return
+    elif is_terminal():
         out = __getattr__("out")
         out.print(reports_table(f"{header['distribution']} {header['version']}", reports))
         if cases is not None:
             out.print(trace_table(cases))
         out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {failure_hint(reports, ok_states, cases)}")
+    else:
+        lines = [f"{header['distribution']} {header['version']} in {header['site_packages']}", *reports_lines(reports)]
+        print("\n".join(lines), flush=True)
+        if cases is not None:
+            __getattr__("out").print(trace_table(cases))
+        print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases)}", flush=True)

@@ -59,18 +59,34 @@ def applied_060(site_060: Path) -> Path:
     return site_060
 
 
+TERMINAL = {"FORCE_COLOR": "1"}  # rich tables, as on a terminal (NO_COLOR still keeps escapes out)
+
+
 @pytest.mark.parametrize(
-    "options",
-    [(), ("--json",), ("--format", "json"), ("--format", "github"), ("--format=table",), ("-q",), ("--applicable",), ("--json", "--format", "github")],
-    ids=lambda o: " ".join(o) or "plain",
+    ("options", "env"),
+    [
+        ((), {}),
+        ((), TERMINAL),
+        (("--json",), {}),
+        (("--format", "json"), {}),
+        (("--format", "github"), {}),
+        (("--format=table",), TERMINAL),
+        (("-q",), {}),
+        (("-q",), TERMINAL),
+        (("--applicable",), {}),
+        (("--json", "--format", "github"), {}),
+    ],
+    ids=lambda v: (" ".join(v) or "plain") if isinstance(v, tuple) else ("terminal" if v else "log"),
 )
-def test_recorded_verify_prints_what_the_full_check_prints_without_typer_or_libcst(applied_060: Path, options) -> None:
-    (fast, names), full = imported("verify", *options, *sp(applied_060)), run_cli("verify", *options, *sp(applied_060), env=NO_VERDICT)
+def test_recorded_verify_prints_what_the_full_check_prints_without_typer_or_libcst(applied_060: Path, options, env) -> None:
+    fast, names = imported("verify", *options, *sp(applied_060), env=env)
+    full = run_cli("verify", *options, *sp(applied_060), env={**env, **NO_VERDICT})
     assert full.returncode == 0
     fast.stderr = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
     assert_same(fast, full)
     assert not HEAVY & names, HEAVY & names
-    _, names_full = imported("verify", *options, *sp(applied_060), env=NO_VERDICT)
+    assert ("rich" in names) == bool(env and "-q" not in options), "rich only for a terminal table"
+    _, names_full = imported("verify", *options, *sp(applied_060), env={**env, **NO_VERDICT})
     assert "typer" in names_full  # so the comparison above is between two different code paths
 
 
