@@ -6,7 +6,9 @@ each command runs in a fresh process, all variants interleaved round by round, m
 ``--rounds`` (default 7) wall-clock times in milliseconds:
 
 - floor: ``python -c "import typer, rich"`` (the CLI framework alone);
-- ``fp4patch --help``, ``status``, ``verify`` (patched and unpatched), ``diff``, ``apply``, ``revert``;
+- ``fp4patch --help``, ``status``, ``verify`` (patched: from the recorded verdict as a console
+  script and as ``python -m``, in each output format, and with the verdict ignored; unpatched),
+  ``diff``, ``apply``, ``revert``;
 - text tools on the same files: a ``grep -q`` check (what verify replaces), ``patch --dry-run``
   and ``patch`` with the equivalent unified diff (what apply replaces).
 
@@ -70,8 +72,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cli.json")
     args = parser.parse_args()
 
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
+    # As after `pip install`: fp4patch's bytecode compiled, like typer's and rich's (a checkout run
+    # with PYTHONDONTWRITEBYTECODE would recompile every module on every command).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update({"NO_COLOR": "1", "PYTHONPATH": str(REPO)})
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "fp4patch")], env=env, check=True)
     fp4 = [sys.executable, "-m", "fp4patch"]
+    # What users type: the console script next to this interpreter, when installed (`pip install -e .`).
+    script = Path(sys.executable).with_name("fp4patch")
+    fp4_script = [str(script)] if script.is_file() else fp4
     work = Path(tempfile.mkdtemp(prefix="fp4patch-bench-"))
     try:
         pristine = unpack(fetch("flashinfer-python", VERSION), work / "pristine")
@@ -95,7 +104,16 @@ def main() -> int:
             "floor: a one-option typer app": lambda: timed([sys.executable, "-c", TYPER_APP, "--path", str(patched)], env=env),
             "fp4patch --help": lambda: timed([*fp4, "--help"], env=env),
             "fp4patch status": lambda: timed([*fp4, "status", "--site-packages", str(patched)], env=env),
-            "fp4patch verify (patched)": lambda: timed([*fp4, "verify", "--site-packages", str(patched)], env=env),
+            "fp4patch verify (patched)": lambda: timed([*fp4_script, "verify", "--site-packages", str(patched)], env=env),
+            "python -m fp4patch verify (patched)": lambda: timed([*fp4, "verify", "--site-packages", str(patched)], env=env),
+            "fp4patch verify (patched, rich table as on a terminal: FORCE_COLOR=1)": lambda: timed(
+                [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FORCE_COLOR": "1"}
+            ),
+            "fp4patch verify --format github (patched)": lambda: timed([*fp4_script, "verify", "--format", "github", "--site-packages", str(patched)], env=env),
+            "fp4patch verify --json (patched)": lambda: timed([*fp4_script, "verify", "--json", "--site-packages", str(patched)], env=env),
+            "fp4patch verify (patched, FP4PATCH_NO_VERDICT=1)": lambda: timed(
+                [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FP4PATCH_NO_VERDICT": "1"}
+            ),
             "fp4patch verify (unpatched)": lambda: timed([*fp4, "verify", "--site-packages", str(pristine)], env=env),
             "fp4patch diff": lambda: timed([*fp4, "diff", "--site-packages", str(pristine)], env=env),
             "fp4patch apply": lambda: (fresh(), timed([*fp4, "apply", "--site-packages", str(scratch)], env=env))[1],
@@ -127,6 +145,7 @@ def main() -> int:
         "target_files": targets,
         "target_lines": target_lines,
         "rounds": args.rounds,
+        "console_script": str(script) if script.is_file() else None,
         "median_ms": medians,
         "samples_ms": samples,
         "ratio_to_floor": {k: v / floor for k, v in medians.items()},
