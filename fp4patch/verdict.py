@@ -116,11 +116,18 @@ def record(engine: Any, request: Request, reports: list[dict[str, Any]], header:
     site-packages that refuses the write records nothing (it is only a cache). Returns True when
     a verdict is on disk afterwards.
     """
-    from .files import atomic_write, sha256
-
     if not reports or any(r["state"] not in SATISFIED for r in reports) or engine.interrupted():
         remove(engine.dist.site_packages, engine.dist.name)
         return False
+    try:
+        return _write(engine, request, reports, header)
+    except (OSError, Fp4PatchError):
+        return False
+
+
+def _write(engine: Any, request: Request, reports: list[dict[str, Any]], header: dict[str, Any]) -> bool:
+    from .files import atomic_write, sha256
+
     store = engine.store
     manifest = store.path.read_bytes() if store.path.is_file() else None
     data = {
@@ -140,14 +147,11 @@ def record(engine: Any, request: Request, reports: list[dict[str, Any]], header:
     }
     path = path_for(engine.dist.site_packages, engine.dist.name)
     encoded = (json.dumps(data, indent=1) + "\n").encode()  # key order kept: --json prints it back
-    try:
-        if path.is_file() and path.read_bytes() == encoded:
-            return True  # the same verdict is already recorded: write nothing
-        if not path.parent.is_dir():
-            return False  # nothing applied here (no state directory): do not create one for a cache
-        atomic_write(path, encoded, mode=0o644)
-    except (OSError, Fp4PatchError):
-        return False
+    if path.is_file() and path.read_bytes() == encoded:
+        return True  # the same verdict is already recorded: write nothing
+    if not path.parent.is_dir():
+        return False  # nothing applied here (no state directory): do not create one for a cache
+    atomic_write(path, encoded, mode=0o644)
     return True
 
 
