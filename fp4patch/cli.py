@@ -170,9 +170,12 @@ def apply(
         from .verdict import Request, record
 
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
-        written = engine.apply(selected, allow_modified=allow_modified)
-        engine.inputs.clear()  # the verdict's key: exactly the files the reports below read
-        record(engine, Request.of(spec, specs_dir), [engine.report(s).to_json() for s in selected], _header(engine))
+
+        def record_verdict() -> None:  # under apply's lock
+            engine.inputs.clear()  # the verdict's key: exactly the files the reports below read
+            record(engine, Request.of(spec, specs_dir), [engine.report(s).to_json() for s in selected], _header(engine))
+
+        written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict)
         if as_json:
             print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
             return EXIT_OK

@@ -309,11 +309,14 @@ class Engine:
         """The files ``apply`` would change, with their new contents (writes nothing)."""
         return [p for p in self.plan(specs).values() if p.changes]
 
-    def apply(self, specs: list[Spec], allow_modified: bool = False) -> list[FilePlan]:
+    def apply(self, specs: list[Spec], allow_modified: bool = False, on_success: Callable[[], None] | None = None) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
 
         Holds the environment's lock, first finishes an operation that was interrupted (see
-        :meth:`_recover`), then plans, checks and writes through a journal.
+        :meth:`_recover`), then plans, checks and writes through a journal. ``on_success`` runs
+        after a successful apply with the lock still held (the CLI records verify's verdict
+        there: another writer waiting for the lock would take its temporary file for the
+        leftover of a killed run); not on a read-only site-packages, where nothing is written.
 
         Raises:
             DriftError: a selected spec is drifted or not targeted.
@@ -332,7 +335,10 @@ class Engine:
             return self._apply(specs, allow_modified, refuse_writes=exc)
         try:
             self._recover()
-            return self._apply(specs, allow_modified)
+            written = self._apply(specs, allow_modified)
+            if on_success is not None:
+                on_success()
+            return written
         finally:
             lock.__exit__(None, None, None)
 

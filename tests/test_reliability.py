@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from fp4patch import verdict
+from fp4patch.environment import from_site_packages
 from fp4patch.releases import fetch
 
 from .conftest import REPO, read_only, release_site, run_cli, snapshot
@@ -94,6 +96,9 @@ def test_eight_concurrent_applies_patch_once(site_060: Path, patched_060) -> Non
     manifest = json.loads((site_060 / STATE / "flashinfer-python" / "manifest.json").read_text())
     assert manifest["specs"] == sorted(BOTH[1::2]) and set(manifest["files"]) == set(TARGETS)
     assert not (site_060 / LOCK).exists() and not (site_060 / JOURNAL).exists()
+    # verify's verdict was recorded under the lock (a waiter never took its temporary file for a
+    # killed run's leftover, see the notes above) and matches the files
+    assert verdict.lookup(from_site_packages(site_060), verdict.Request.of(BOTH[1::2], None)) is not None
     run_cli("revert", *sp(site_060), check=True)
     assert_matches_record(site_060)
 

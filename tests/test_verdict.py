@@ -233,3 +233,25 @@ def test_usage_errors_are_still_reported_by_the_full_cli(applied_060: Path) -> N
     assert done.returncode == 2 and "--format 'xml'" in done.stderr
     done = run_cli("verify", "--python", sys.executable, *sp(applied_060))
     assert done.returncode == 2 and "not both" in done.stderr
+
+
+def test_apply_records_the_verdict_while_holding_the_lock(site_060: Path, monkeypatch) -> None:
+    """A writer waiting for the lock removes temporary files it finds as a killed run's
+    leftovers; the verdict's temporary file must therefore only exist under the lock."""
+    from typer.testing import CliRunner
+
+    from fp4patch import cli, files
+    from fp4patch.engine import _lock_held
+
+    held = []
+    real = files.atomic_write
+
+    def checked(path: Path, data: bytes, mode: int | None = None) -> None:
+        if path.name == "verdict.json":
+            held.append(_lock_held(site_060 / ".fp4patch" / "flashinfer-python.lock"))
+        real(path, data, mode)
+
+    monkeypatch.setattr(files, "atomic_write", checked)
+    result = CliRunner().invoke(cli.app, ["apply", *sp(site_060)])
+    assert result.exit_code == 0, result.output
+    assert held == [True]
