@@ -7,7 +7,8 @@ each command runs in a fresh process, all variants interleaved round by round, m
 
 - floor: ``python -c "import typer, rich"`` (the CLI framework alone);
 - ``fp4patch --help``, ``status``, ``verify`` (patched: from the recorded verdict as a console
-  script and as ``python -m``, in each output format, and with the verdict ignored; unpatched),
+  script with ``--site-packages`` and with ``--python`` of a venv, as ``python -m``, in each
+  output format, and with the verdict ignored; unpatched),
   ``diff``, ``apply``, ``revert``;
 - text tools on the same files: a ``grep -q`` check (what verify replaces), ``patch --dry-run``
   and ``patch`` with the equivalent unified diff (what apply replaces).
@@ -87,6 +88,15 @@ def main() -> int:
         patched = work / "patched"
         shutil.copytree(pristine, patched)
         subprocess.run([*fp4, "apply", "--site-packages", str(patched)], env=env, check=True, capture_output=True)
+        # The recipes' form: --python names the target venv's interpreter (its sys.path is probed).
+        venv = work / "target-venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        target_python = venv / "bin" / "python"
+        purelib = subprocess.run(
+            [str(target_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        shutil.copytree(pristine, purelib, dirs_exist_ok=True)
+        subprocess.run([*fp4, "apply", "--python", str(target_python)], env=env, check=True, capture_output=True)
         diff = subprocess.run([*fp4, "diff", "--site-packages", str(pristine)], env=env, check=True, capture_output=True).stdout
         (work / "fp4patch.diff").write_bytes(diff)
         targets = sorted({line[6:].strip() for line in diff.decode().splitlines() if line.startswith("+++ b/")})
@@ -105,6 +115,7 @@ def main() -> int:
             "fp4patch --help": lambda: timed([*fp4, "--help"], env=env),
             "fp4patch status": lambda: timed([*fp4, "status", "--site-packages", str(patched)], env=env),
             "fp4patch verify (patched)": lambda: timed([*fp4_script, "verify", "--site-packages", str(patched)], env=env),
+            "fp4patch verify --python (patched venv)": lambda: timed([*fp4_script, "verify", "--python", str(target_python)], env=env),
             "python -m fp4patch verify (patched)": lambda: timed([*fp4, "verify", "--site-packages", str(patched)], env=env),
             "fp4patch verify (patched, rich table as on a terminal: FORCE_COLOR=1)": lambda: timed(
                 [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FORCE_COLOR": "1"}

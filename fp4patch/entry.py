@@ -80,12 +80,20 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
 def verify_recorded(args: VerifyArguments) -> int | None:
     """Print the recorded verdict for ``args`` and return exit code 0, or return None (a miss;
     nothing printed)."""
-    from .environment import resolve
+    from .environment import from_python, resolve, start_probe
     from .errors import EXIT_OK, Fp4PatchError
+
+    try:
+        started = start_probe(args.python) if args.python else None
+    except OSError:
+        return None  # the full CLI reports it
+    # imported while the target interpreter starts (on two cores, mostly in parallel with it)
+    import importlib.metadata  # noqa: F401
+
     from .verdict import SATISFIED, Request, lookup
 
     try:
-        env = resolve(args.python, args.site_packages)
+        env = from_python(args.python, started) if started else resolve(None, args.site_packages)
     except Fp4PatchError:
         return None
     found = lookup(env, Request.of(args.spec, args.specs_dir))

@@ -186,7 +186,7 @@ def test_site_packages_not_a_directory(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "site-packages"
     if kind == "a-file":
         path.write_text("not a directory\n")
-    refused(run_cli("apply", *sp(path)), 2, str(path), "--site-packages")
+    refused(run_cli("apply", *sp(path)), 2, str(path), "--site-packages", "a file, not a" if kind == "a-file" else "not found")
     assert (path.is_file() and path.read_text() == "not a directory\n") or not path.exists()
 
 

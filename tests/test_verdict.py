@@ -255,3 +255,21 @@ def test_apply_records_the_verdict_while_holding_the_lock(site_060: Path, monkey
     result = CliRunner().invoke(cli.app, ["apply", *sp(site_060)])
     assert result.exit_code == 0, result.output
     assert held == [True]
+
+
+def test_recorded_verify_through_python_matches_the_full_check(site_060: Path, tmp_path: Path) -> None:
+    """``--python``: the target interpreter's sys.path is probed (started before the imports)."""
+    venv = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    shutil.copytree(site_060, site, dirs_exist_ok=True)
+    run_cli("apply", "--python", str(python), check=True)
+    assert (site / RECORD).is_file()
+    for options in ((), ("--format", "github")):
+        fast, names = imported("verify", *options, "--python", str(python))
+        fast.stderr = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+        assert_same(fast, run_cli("verify", *options, "--python", str(python), env=NO_VERDICT))
+        assert fast.returncode == 0 and not HEAVY & names
+    missing = run_cli("verify", "--python", str(tmp_path / "no-python"))
+    assert missing.returncode == 2 and "cannot run this interpreter" in missing.stderr
