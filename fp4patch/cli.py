@@ -329,7 +329,7 @@ def revert(
         restored = engine.revert(spec, force=force)
         if as_json:
             print(json.dumps({**_header(engine), "restored": restored}, indent=2))
-        elif not restored:
+        elif not restored and not engine.dropped:
             out.print("nothing to revert: no fp4patch manifest here")
         else:
             for relative in restored:

@@ -156,6 +156,8 @@ class Engine:
         #: Every file a report read: path relative to site-packages (absolute when outside) →
         #: sha256 of the bytes read, or None when it was missing. The recorded verdict's key.
         self.inputs: dict[str, str | None] = {}
+        #: Files the last revert found holding their original bytes already (record dropped, nothing written).
+        self.dropped: list[str] = []
 
     def _note_input(self, path: Path, data: bytes | None) -> None:
         try:
@@ -432,7 +434,8 @@ class Engine:
         return hashes
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
-        """Restore originals byte for byte; returns the relative paths restored or rewritten.
+        """Restore originals byte for byte; returns the relative paths restored or rewritten (files
+        that already held their original bytes only lose their record: see :attr:`dropped`).
 
         With ``ids``, only those specs are removed: their files are restored and the remaining
         applied specs are applied again on the originals. Holds the environment's lock and
@@ -478,13 +481,14 @@ class Engine:
                 continue
             path = self.dist.locate(relative)
             current = read_bytes(path) if path.exists() else b""
-            touched.append(relative)
             keep = [(s, t) for s in remaining for t in s.targets_for(self.dist.version) if t.file == relative]
             if sha256(current) == record.original_sha256 and not keep:
                 self.notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
                 del records[relative]
                 dropped.append(relative)
+                self.dropped.append(relative)
                 continue
+            touched.append(relative)
             if sha256(current) != record.patched_sha256 and not force:
                 raise FileSystemError(
                     f"{path}: changed since apply (sha256 differs from the manifest); not restoring — "
