@@ -45,7 +45,7 @@ lint: $(VENV)/.installed
 # benchmarks/results/cli.json and prints the README table.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)
-ROUNDS ?= 7
+ROUNDS ?= 11
 
 # 2 releases at a time; `make compat JOBS=4` to change. Downloads go to $$FP4PATCH_CACHE.
 JOBS ?= 2

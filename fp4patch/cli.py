@@ -335,7 +335,10 @@ def revert(
             for relative in restored:
                 out.print(f"restored {relative}")
             h = _header(engine)
-            out.print(f"{h['distribution']} {h['version']}: reverted; originals restored byte for byte in {h['site_packages']}")
+            if restored:
+                out.print(f"{h['distribution']} {h['version']}: reverted; originals restored byte for byte in {h['site_packages']}")
+            else:
+                out.print(f"{h['distribution']} {h['version']}: nothing to write back (the files hold their original bytes); fp4patch's record removed")
         return EXIT_OK
 
     _run(as_json, body, quiet)
