@@ -16,7 +16,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, reports_table, trace_table
+from .render import FORMATS, JSON_SCHEMA_VERSION, err, out, reports_table, trace_table
 
 app = typer.Typer(
     name="fp4patch",
@@ -36,9 +36,6 @@ FormatOpt = Annotated[
     Optional[str],
     typer.Option("--format", help="Output: table (default), json (same as --json), or github (GitHub Actions annotations)."),
 ]
-
-FORMATS = ("table", "json", "github")
-
 
 def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
     """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code."""

@@ -25,11 +25,7 @@ from .lock import UnwritableLock, environment_lock
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
 from .spec import Spec, Target
 
-APPLIED, APPLICABLE, DRIFTED = "applied", "applicable", "drifted"
-NOT_TARGETED, NOT_NEEDED, UNSUPPORTED = "not-targeted", "not-needed", "unsupported"
-OBSOLETE = "obsolete"
-#: States in which a spec needs nothing more on this release.
-SATISFIED = frozenset({APPLIED, NOT_NEEDED, OBSOLETE})
+from .states import APPLICABLE, APPLIED, DRIFTED, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
 
 
 @dataclass

@@ -15,10 +15,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from .render import FORMATS
+
 #: Options taking a value, and flags, that the fast path understands (``--opt VALUE`` or ``--opt=VALUE``).
 VALUE_OPTIONS = {"--python", "--site-packages", "--spec", "--specs-dir", "--format"}
 FLAGS = {"--json", "--applicable", "--quiet", "-q"}
-FORMATS = ("table", "json", "github")
 
 
 @dataclass
@@ -90,7 +91,8 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     # imported while the target interpreter starts (on two cores, mostly in parallel with it)
     import importlib.metadata  # noqa: F401
 
-    from .verdict import SATISFIED, Request, lookup
+    from .states import SATISFIED
+    from .verdict import Request, lookup
 
     try:
         env = from_python(args.python, started) if started else resolve(None, args.site_packages)

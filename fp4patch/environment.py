@@ -50,7 +50,7 @@ class InstalledDistribution:
     """
 
     name: str
-    version: "Version"
+    version: Version
     site_packages: Path
     dist: metadata.Distribution
 

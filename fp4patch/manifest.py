@@ -19,9 +19,9 @@ from pathlib import Path
 
 from .errors import FileSystemError
 from .files import atomic_write
+from .locations import STATE_DIR  # noqa: F401 (re-exported)
 
 SCHEMA = 1
-STATE_DIR = ".fp4patch"
 
 
 @dataclass

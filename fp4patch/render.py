@@ -22,17 +22,17 @@ if TYPE_CHECKING:
 
 #: Version of the --json output; docs/json-schema.json describes it. Bump on incompatible changes.
 JSON_SCHEMA_VERSION = 1
+#: Output formats of ``verify --format``.
+FORMATS = ("table", "json", "github")
 
 _consoles: dict[str, Console] = {}
 
 
-def __getattr__(name: str) -> Console:
-    """``out`` and ``err``: the rich consoles for stdout and stderr, made on first use (so that
-    JSON and GitHub output never import rich). Colour only on a terminal; ``NO_COLOR`` (any value,
+def _console(name: str) -> Console:
+    """The rich console ``out`` (stdout) or ``err`` (stderr), made on first use so that JSON and
+    GitHub output never import rich. Colour only on a terminal; ``NO_COLOR`` (any value,
     https://no-color.org) turns every ANSI escape off; a stdout that is not a terminal (CI, docker
     build) gets 160 columns instead of rich's default 80, unless ``COLUMNS`` is set."""
-    if name not in ("out", "err"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _consoles:
         from rich.console import Console
 
@@ -43,6 +43,13 @@ def __getattr__(name: str) -> Console:
         else:
             _consoles[name] = Console(stderr=True, highlight=False, soft_wrap=True, color_system=color_system)
     return _consoles[name]
+
+
+def __getattr__(name: str) -> Console:
+    """``render.out`` and ``render.err``: see :func:`_console` (PEP 562 module attributes)."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _console(name)
 
 STATE_STYLE = {
     "applied": "green",
@@ -229,7 +236,7 @@ def verify_output(
     elif quiet:
         return
     elif is_terminal():
-        out = __getattr__("out")
+        out = _console("out")
         out.print(reports_table(f"{header['distribution']} {header['version']}", reports))
         if cases is not None:
             out.print(trace_table(cases))
@@ -238,5 +245,5 @@ def verify_output(
         lines = [f"{header['distribution']} {header['version']} in {header['site_packages']}", *reports_lines(reports)]
         print("\n".join(lines), flush=True)
         if cases is not None:
-            __getattr__("out").print(trace_table(cases))
+            _console("out").print(trace_table(cases))
         print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases)}", flush=True)

@@ -33,13 +33,12 @@ from typing import Any
 from . import __version__
 from .environment import TargetEnvironment, locate_distribution
 from .errors import Fp4PatchError
-from .locations import PACKAGE_DIR, builtin_specs_dir
+from .locations import PACKAGE_DIR, STATE_DIR, builtin_specs_dir
+from .manifest import ManifestStore
+from .states import SATISFIED
 
 SCHEMA = 1
 FILE_NAME = "verdict.json"
-STATE_DIR = ".fp4patch"  # the same directory as fp4patch.manifest.STATE_DIR
-#: Spec states that need nothing more (fp4patch.engine.SATISFIED); only such verdicts are recorded.
-SATISFIED = frozenset({"applied", "not-needed", "obsolete"})
 #: Libraries whose behaviour the reports depend on; their installed versions are part of the key.
 DEPENDENCIES = ("libcst", "packaging")
 
@@ -104,8 +103,8 @@ def dependency_versions() -> dict[str, str | None]:
 
 
 def path_for(site_packages: Path, distribution: str) -> Path:
-    """Where the verdict of ``distribution`` in ``site_packages`` is recorded."""
-    return site_packages / STATE_DIR / distribution / FILE_NAME
+    """Where the verdict of ``distribution`` in ``site_packages`` is recorded (beside its manifest)."""
+    return ManifestStore(site_packages, distribution).root / FILE_NAME
 
 
 def record(engine: Any, request: Request, reports: list[dict[str, Any]], header: dict[str, Any]) -> bool:
@@ -212,10 +211,10 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
                 site_packages = Path(str(dist.locate_file(""))).resolve()
                 if str(site_packages) != data["site_packages"]:
                     continue
-                root = site_packages / STATE_DIR / data["distribution"]
-                if path.resolve() != (root / FILE_NAME).resolve() or (root / "journal.json").exists():
+                store = ManifestStore(site_packages, data["distribution"])
+                if path.resolve() != (store.root / FILE_NAME).resolve() or store.journal_path.exists():
                     continue
-                if _file_sha256(root / "manifest.json") != data["manifest_sha256"]:
+                if _file_sha256(store.path) != data["manifest_sha256"]:
                     continue
                 if any(_file_sha256(_locate(site_packages, name)) != sha for name, sha in data["files"].items()):
                     continue
