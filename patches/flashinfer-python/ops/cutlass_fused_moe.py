@@ -1,0 +1,289 @@
+"""fp4patch op source for flashinfer.cutlass_fused_moe (CUTLASS fused MoE; the NVFP4 path is what engines compile).
+
+Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (a tuning-only
+max-token hint: engines pass ``next_power_of_2(x.shape[0])``, and an int in the schema would make
+Dynamo specialise on it, so a new batch size would recompile; under compile the eager body runs with
+the release default, 8192). ``activation_type`` (``ActivationType``) crosses as int,
+``quant_scales=None`` (unquantized paths) as an empty list and back; ``nvfp4_4over6`` (0.7.x) as -1 (argument omitted) or 0 (None); a ``NVFP44Over6Config`` is refused under
+compile, and so is ``backend="cake"`` (another kernel family, whose outputs are not mirrored).
+
+Outputs: the wrapper writes into ``output=`` when given and returns a list. The op declares ``output``
+(and 0.7.x's ``workspace_buffer``) mutated; as a custom op cannot return its own input, it returns the
+list without the caller's ``output`` and ``entry`` puts it back in front.
+
+Fake, read from ``flashinfer/fused_moe/core.py`` of 0.6.0 and 0.7.4 (the public ``cutlass_fused_moe``
+and the inner op of ``get_cutlass_fused_moe_module``): without ``min_latency_mode`` (which the wrapper
+refuses) the list is ``[output [num_tokens, hidden] output_dtype, num_active_experts_per_node [1]
+int32, experts_to_token_score [E, num_tokens] float32, active_expert_global_ids [E] int32]`` with
+hidden = ``fc2_expert_weights.shape[1]`` and E = ``fc2_expert_weights.shape[0]``.
+
+Rejected like the wrapper (same class and message): ``min_latency_mode=True``, an unknown ``backend``,
+an ``output`` of the wrong shape or dtype. Checks that depend on the GPU (FP8 block scaling, SM90-only
+paths) or that the kernel makes in C++ are not mirrored; the eager body still makes them at run time.
+"""
+import enum
+from typing import List, Optional
+
+import torch
+
+# Release data: none differs between 0.6.0 and 0.7.4 for the fake.
+RELEASE = {}
+MUTATES_ARGS = ("output", "workspace_buffer")
+
+
+def _as_int(value):
+    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum) or an int, as int.
+    return int(value.value if isinstance(value, enum.Enum) else value)
+
+
+def entry(
+    input,
+    token_selected_experts,
+    token_final_scales,
+    fc1_expert_weights,
+    fc2_expert_weights,
+    output_dtype,
+    quant_scales,
+    fc1_expert_biases=None,
+    fc2_expert_biases=None,
+    input_sf=None,
+    swiglu_alpha=None,
+    swiglu_beta=None,
+    swiglu_limit=None,
+    tp_size=1,
+    tp_rank=0,
+    ep_size=1,
+    ep_rank=0,
+    cluster_size=1,
+    cluster_rank=0,
+    output=None,
+    enable_alltoall=False,
+    use_deepseek_fp8_block_scale=False,
+    use_w4_group_scaling=False,
+    use_mxfp8_act_scaling=False,
+    min_latency_mode=False,
+    use_packed_weights=False,
+    use_wfp4afp8_humming=False,
+    tune_max_num_tokens=8192,
+    enable_pdl=None,
+    activation_type=3,
+    swizzled_input_sf=True,
+    use_fused_finalize=None,
+    profile_ids=None,
+    workspace_buffer=None,
+    clamped_relu2_limit=None,
+    situ_beta=None,
+    situ_linear_beta=None,
+    backend='cutlass',
+    nvfp4_4over6=None,
+):
+    """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
+
+    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    """
+    if backend == "cake":
+        raise NotImplementedError(
+            "fp4patch: cutlass_fused_moe(backend='cake') is not supported under torch.compile "
+            "(its outputs are not mirrored by the fp4patch fake); call it outside the compiled region"
+        )
+    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+        raise TypeError(
+            "fp4patch: cutlass_fused_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
+            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
+            "or call it outside the compiled region"
+        )
+    fresh = list(OP(
+        input=input,
+        token_selected_experts=token_selected_experts,
+        token_final_scales=token_final_scales,
+        fc1_expert_weights=fc1_expert_weights,
+        fc2_expert_weights=fc2_expert_weights,
+        output_dtype=output_dtype,
+        quant_scales=[] if quant_scales is None else list(quant_scales),
+        fc1_expert_biases=fc1_expert_biases,
+        fc2_expert_biases=fc2_expert_biases,
+        input_sf=input_sf,
+        swiglu_alpha=swiglu_alpha,
+        swiglu_beta=swiglu_beta,
+        swiglu_limit=swiglu_limit,
+        tp_size=tp_size,
+        tp_rank=tp_rank,
+        ep_size=ep_size,
+        ep_rank=ep_rank,
+        cluster_size=cluster_size,
+        cluster_rank=cluster_rank,
+        output=output,
+        enable_alltoall=enable_alltoall,
+        use_deepseek_fp8_block_scale=use_deepseek_fp8_block_scale,
+        use_w4_group_scaling=use_w4_group_scaling,
+        use_mxfp8_act_scaling=use_mxfp8_act_scaling,
+        min_latency_mode=min_latency_mode,
+        use_packed_weights=use_packed_weights,
+        use_wfp4afp8_humming=use_wfp4afp8_humming,
+        enable_pdl=enable_pdl,
+        activation_type=_as_int(activation_type),
+        swizzled_input_sf=swizzled_input_sf,
+        use_fused_finalize=use_fused_finalize,
+        profile_ids=None if profile_ids is None else list(profile_ids),
+        workspace_buffer=workspace_buffer,
+        clamped_relu2_limit=clamped_relu2_limit,
+        situ_beta=situ_beta,
+        situ_linear_beta=situ_linear_beta,
+        backend=backend,
+        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+    ))
+    if output is not None:
+        return [output] + fresh
+    return fresh
+
+
+def op(
+    input: torch.Tensor,
+    token_selected_experts: torch.Tensor,
+    token_final_scales: torch.Tensor,
+    fc1_expert_weights: torch.Tensor,
+    fc2_expert_weights: torch.Tensor,
+    output_dtype: torch.dtype,
+    quant_scales: List[torch.Tensor],
+    fc1_expert_biases: Optional[torch.Tensor] = None,
+    fc2_expert_biases: Optional[torch.Tensor] = None,
+    input_sf: Optional[torch.Tensor] = None,
+    swiglu_alpha: Optional[torch.Tensor] = None,
+    swiglu_beta: Optional[torch.Tensor] = None,
+    swiglu_limit: Optional[torch.Tensor] = None,
+    tp_size: int = 1,
+    tp_rank: int = 0,
+    ep_size: int = 1,
+    ep_rank: int = 0,
+    cluster_size: int = 1,
+    cluster_rank: int = 0,
+    output: Optional[torch.Tensor] = None,
+    enable_alltoall: bool = False,
+    use_deepseek_fp8_block_scale: bool = False,
+    use_w4_group_scaling: bool = False,
+    use_mxfp8_act_scaling: bool = False,
+    min_latency_mode: bool = False,
+    use_packed_weights: bool = False,
+    use_wfp4afp8_humming: bool = False,
+    enable_pdl: Optional[bool] = None,
+    activation_type: int = 3,
+    swizzled_input_sf: bool = True,
+    use_fused_finalize: Optional[bool] = None,
+    profile_ids: Optional[List[int]] = None,
+    workspace_buffer: Optional[torch.Tensor] = None,
+    clamped_relu2_limit: Optional[torch.Tensor] = None,
+    situ_beta: Optional[torch.Tensor] = None,
+    situ_linear_beta: Optional[torch.Tensor] = None,
+    backend: str = 'cutlass',
+    nvfp4_4over6: int = -1,
+) -> List[torch.Tensor]:
+    """Eager body: the wrapper by keyword (enum back from int); the caller's ``output`` left out."""
+    result = list(WRAPPER(
+        input=input,
+        token_selected_experts=token_selected_experts,
+        token_final_scales=token_final_scales,
+        fc1_expert_weights=fc1_expert_weights,
+        fc2_expert_weights=fc2_expert_weights,
+        output_dtype=output_dtype,
+        quant_scales=quant_scales if len(quant_scales) else None,
+        fc1_expert_biases=fc1_expert_biases,
+        fc2_expert_biases=fc2_expert_biases,
+        input_sf=input_sf,
+        swiglu_alpha=swiglu_alpha,
+        swiglu_beta=swiglu_beta,
+        swiglu_limit=swiglu_limit,
+        tp_size=tp_size,
+        tp_rank=tp_rank,
+        ep_size=ep_size,
+        ep_rank=ep_rank,
+        cluster_size=cluster_size,
+        cluster_rank=cluster_rank,
+        output=output,
+        enable_alltoall=enable_alltoall,
+        use_deepseek_fp8_block_scale=use_deepseek_fp8_block_scale,
+        use_w4_group_scaling=use_w4_group_scaling,
+        use_mxfp8_act_scaling=use_mxfp8_act_scaling,
+        min_latency_mode=min_latency_mode,
+        use_packed_weights=use_packed_weights,
+        use_wfp4afp8_humming=use_wfp4afp8_humming,
+        enable_pdl=enable_pdl,
+        activation_type=ActivationType(activation_type),
+        swizzled_input_sf=swizzled_input_sf,
+        use_fused_finalize=use_fused_finalize,
+        profile_ids=profile_ids,
+        workspace_buffer=workspace_buffer,
+        clamped_relu2_limit=clamped_relu2_limit,
+        situ_beta=situ_beta,
+        situ_linear_beta=situ_linear_beta,
+        backend=backend,
+        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+    ))
+    if output is not None:
+        return result[1:]
+    return result
+
+
+def fake(
+    input,
+    token_selected_experts,
+    token_final_scales,
+    fc1_expert_weights,
+    fc2_expert_weights,
+    output_dtype,
+    quant_scales,
+    fc1_expert_biases=None,
+    fc2_expert_biases=None,
+    input_sf=None,
+    swiglu_alpha=None,
+    swiglu_beta=None,
+    swiglu_limit=None,
+    tp_size=1,
+    tp_rank=0,
+    ep_size=1,
+    ep_rank=0,
+    cluster_size=1,
+    cluster_rank=0,
+    output=None,
+    enable_alltoall=False,
+    use_deepseek_fp8_block_scale=False,
+    use_w4_group_scaling=False,
+    use_mxfp8_act_scaling=False,
+    min_latency_mode=False,
+    use_packed_weights=False,
+    use_wfp4afp8_humming=False,
+    enable_pdl=None,
+    activation_type=3,
+    swizzled_input_sf=True,
+    use_fused_finalize=None,
+    profile_ids=None,
+    workspace_buffer=None,
+    clamped_relu2_limit=None,
+    situ_beta=None,
+    situ_linear_beta=None,
+    backend='cutlass',
+    nvfp4_4over6=-1,
+):
+    """The wrapper's list without the caller's ``output`` (see the module docstring)."""
+    if min_latency_mode:
+        raise NotImplementedError("min latency mode not yet implemented for Blackwell.")
+    if backend != "cutlass":
+        raise ValueError(f"unsupported fused MoE backend: {backend!r}")
+    num_rows = input.shape[0]
+    experts = fc2_expert_weights.shape[0]
+    hidden = fc2_expert_weights.shape[1]
+    fresh = []
+    if output is None:
+        fresh.append(input.new_empty((num_rows, hidden), dtype=output_dtype))
+    else:
+        expected = (num_rows, hidden)
+        if output.dim() != 2:
+            raise ValueError(f"Invalid shape of output: expected {expected}, got {output.shape}")
+        for got, want in zip(output.shape, expected):
+            torch._check_with(ValueError, got == want, lambda: f"Invalid shape of output: expected {expected}, got {output.shape}")
+        if output.dtype != output_dtype:
+            raise ValueError(f"Invalid dtype of output: expected {output_dtype}, got {output.dtype}")
+    return fresh + [
+        input.new_empty((1,), dtype=torch.int32),
+        input.new_empty((experts, num_rows), dtype=torch.float32),
+        input.new_empty((experts,), dtype=torch.int32),
+    ]

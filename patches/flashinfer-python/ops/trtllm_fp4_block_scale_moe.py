@@ -1,0 +1,335 @@
+"""fp4patch op source for flashinfer.trtllm_fp4_block_scale_moe (TRT-LLM-Gen FP4 block-scale MoE, routing from logits).
+
+Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (a tuning-only
+max-token hint: engines pass ``next_power_of_2(num_tokens)``, and an int in the schema would make
+Dynamo specialise on it, so a new batch size would recompile; under compile the eager body runs with
+the release default, 8192). Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
+``gated_act_type`` (0.6.0) / ``activation_type`` (``ActivationType``), ``hidden_states_scale_layout``
+(``SfLayout``, 0.7.x); ``nvfp4_4over6`` crosses as -1 (argument omitted) or 0 (None); a
+``NVFP44Over6Config`` is refused under compile (it cannot cross the schema).
+
+Outputs: the wrapper returns a list. A tensor of that list that is the caller's own (``output=`` when
+``do_finalize``) cannot be returned by a custom op, so ``output`` is declared mutated, the op returns
+the list without it and ``entry`` puts the caller's tensor back in its place.
+
+Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_op``) and
+``csrc/trtllm_fused_moe_kernel_launcher.cu`` (``FP4BlockScaleLauncher``) of 0.6.0 and 0.7.4,
+and ``flashinfer/fused_moe/shared/inputs.py`` of 0.7.4:
+
+* ``do_finalize=True``: ``[output]``, ``[num_tokens, W]`` bf16, W = ``valid_hidden_size`` (0.7.x) or
+  the unpacked hidden size (``hidden_states.shape[-1]``, times 2 for uint8-packed FP4).
+* ``do_finalize=False``: ``[gemm2_output, expert_weights, expanded_idx_to_permuted_idx]``:
+  ``gemm2_output`` is ``[R, hidden]`` bf16 with R the padded permuted row count, which depends on the
+  tile size the autotuner picks (``max_num_padded_tokens_gemm2``), so the fake gives R as a new
+  unbacked size; ``expert_weights`` is ``[num_tokens, top_k]`` with the dtype of ``routing_logits`` on
+  releases where ``RELEASE["weights_follow_logits"]`` (0.6.0), bf16 otherwise;
+  ``expanded_idx_to_permuted_idx`` is ``[num_tokens * (top_k + num_fused_shared_experts)]`` int32.
+
+Rejected like the wrapper (same class and message): an ``output`` of the wrong dtype, row count or
+width; ``valid_hidden_size`` out of range or with ``do_finalize=False`` when it does not round up to
+the hidden size. Checks the kernel makes in C++ (TVM_FFI_ICHECK) are not mirrored.
+"""
+import enum
+from typing import List, Optional
+
+import torch
+
+# Release data (defaults: FlashInfer 0.7.4).
+#   weights_follow_logits: unfinalized expert_weights take routing_logits' dtype (0.6.0), not bf16.
+#   output_checked_unfinalized: an output= tensor is checked also when do_finalize=False (0.6.0).
+RELEASE = {"weights_follow_logits": False, "output_checked_unfinalized": False}
+MUTATES_ARGS = ("output", "routing_replay_out", "workspace_buffer")
+
+
+def _as_int(value):
+    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum an engine defines) or an int, as int.
+    return int(value.value if isinstance(value, enum.Enum) else value)
+
+
+def _int_or_none(value):
+    return None if value is None else _as_int(value)
+
+
+def _unpacked_hidden(hidden_states):
+    return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
+
+
+def entry(
+    routing_logits,
+    routing_bias,
+    hidden_states,
+    hidden_states_scale,
+    gemm1_weights,
+    gemm1_weights_scale,
+    gemm1_bias,
+    gemm1_alpha,
+    gemm1_beta,
+    gemm1_clamp_limit,
+    gemm2_weights,
+    gemm2_weights_scale,
+    gemm2_bias,
+    output1_scale_scalar,
+    output1_scale_gate_scalar,
+    output2_scale_scalar,
+    num_experts,
+    top_k,
+    n_group,
+    topk_group,
+    intermediate_size,
+    local_expert_offset,
+    local_num_experts,
+    routed_scaling_factor,
+    routing_method_type=0,
+    do_finalize=True,
+    enable_pdl=None,
+    gated_act_type=0,
+    activation_type=3,
+    per_token_scale=None,
+    output=None,
+    tune_max_num_tokens=8192,
+    norm_topk_prob=True,
+    routing_replay_out=None,
+    num_fused_shared_experts=None,
+    valid_hidden_size=None,
+    valid_intermediate_size=None,
+    hidden_states_scale_layout=None,
+    workspace_buffer=None,
+    nvfp4_4over6=None,
+):
+    """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
+
+    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    """
+    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+        raise TypeError(
+            "fp4patch: trtllm_fp4_block_scale_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
+            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
+            "or call it outside the compiled region"
+        )
+    fresh = OP(
+        routing_logits=routing_logits,
+        routing_bias=routing_bias,
+        hidden_states=hidden_states,
+        hidden_states_scale=hidden_states_scale,
+        gemm1_weights=gemm1_weights,
+        gemm1_weights_scale=gemm1_weights_scale,
+        gemm1_bias=gemm1_bias,
+        gemm1_alpha=gemm1_alpha,
+        gemm1_beta=gemm1_beta,
+        gemm1_clamp_limit=gemm1_clamp_limit,
+        gemm2_weights=gemm2_weights,
+        gemm2_weights_scale=gemm2_weights_scale,
+        gemm2_bias=gemm2_bias,
+        output1_scale_scalar=output1_scale_scalar,
+        output1_scale_gate_scalar=output1_scale_gate_scalar,
+        output2_scale_scalar=output2_scale_scalar,
+        num_experts=num_experts,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        intermediate_size=intermediate_size,
+        local_expert_offset=local_expert_offset,
+        local_num_experts=local_num_experts,
+        routed_scaling_factor=routed_scaling_factor,
+        routing_method_type=_as_int(routing_method_type),
+        do_finalize=do_finalize,
+        enable_pdl=enable_pdl,
+        gated_act_type=_as_int(gated_act_type),
+        activation_type=_as_int(activation_type),
+        per_token_scale=per_token_scale,
+        output=output,
+        norm_topk_prob=norm_topk_prob,
+        routing_replay_out=routing_replay_out,
+        num_fused_shared_experts=num_fused_shared_experts,
+        valid_hidden_size=valid_hidden_size,
+        valid_intermediate_size=valid_intermediate_size,
+        hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
+        workspace_buffer=workspace_buffer,
+        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+    )
+    if do_finalize and output is not None:
+        return [output] + list(fresh)
+    return list(fresh)
+
+
+def op(
+    routing_logits: torch.Tensor,
+    routing_bias: Optional[torch.Tensor],
+    hidden_states: torch.Tensor,
+    hidden_states_scale: Optional[torch.Tensor],
+    gemm1_weights: torch.Tensor,
+    gemm1_weights_scale: torch.Tensor,
+    gemm1_bias: Optional[torch.Tensor],
+    gemm1_alpha: Optional[torch.Tensor],
+    gemm1_beta: Optional[torch.Tensor],
+    gemm1_clamp_limit: Optional[torch.Tensor],
+    gemm2_weights: torch.Tensor,
+    gemm2_weights_scale: torch.Tensor,
+    gemm2_bias: Optional[torch.Tensor],
+    output1_scale_scalar: Optional[torch.Tensor],
+    output1_scale_gate_scalar: Optional[torch.Tensor],
+    output2_scale_scalar: Optional[torch.Tensor],
+    num_experts: int,
+    top_k: int,
+    n_group: Optional[int],
+    topk_group: Optional[int],
+    intermediate_size: int,
+    local_expert_offset: int,
+    local_num_experts: int,
+    routed_scaling_factor: Optional[float],
+    routing_method_type: int = 0,
+    do_finalize: bool = True,
+    enable_pdl: Optional[bool] = None,
+    gated_act_type: int = 0,
+    activation_type: int = 3,
+    per_token_scale: Optional[torch.Tensor] = None,
+    output: Optional[torch.Tensor] = None,
+    norm_topk_prob: bool = True,
+    routing_replay_out: Optional[torch.Tensor] = None,
+    num_fused_shared_experts: Optional[int] = None,
+    valid_hidden_size: Optional[int] = None,
+    valid_intermediate_size: Optional[int] = None,
+    hidden_states_scale_layout: Optional[int] = None,
+    workspace_buffer: Optional[torch.Tensor] = None,
+    nvfp4_4over6: int = -1,
+) -> List[torch.Tensor]:
+    """Eager body: the wrapper by keyword (enums back from int); the caller's ``output`` left out."""
+    result = WRAPPER(
+        routing_logits=routing_logits,
+        routing_bias=routing_bias,
+        hidden_states=hidden_states,
+        hidden_states_scale=hidden_states_scale,
+        gemm1_weights=gemm1_weights,
+        gemm1_weights_scale=gemm1_weights_scale,
+        gemm1_bias=gemm1_bias,
+        gemm1_alpha=gemm1_alpha,
+        gemm1_beta=gemm1_beta,
+        gemm1_clamp_limit=gemm1_clamp_limit,
+        gemm2_weights=gemm2_weights,
+        gemm2_weights_scale=gemm2_weights_scale,
+        gemm2_bias=gemm2_bias,
+        output1_scale_scalar=output1_scale_scalar,
+        output1_scale_gate_scalar=output1_scale_gate_scalar,
+        output2_scale_scalar=output2_scale_scalar,
+        num_experts=num_experts,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        intermediate_size=intermediate_size,
+        local_expert_offset=local_expert_offset,
+        local_num_experts=local_num_experts,
+        routed_scaling_factor=routed_scaling_factor,
+        routing_method_type=routing_method_type,
+        do_finalize=do_finalize,
+        enable_pdl=enable_pdl,
+        gated_act_type=gated_act_type,
+        activation_type=activation_type,
+        per_token_scale=per_token_scale,
+        output=output,
+        norm_topk_prob=norm_topk_prob,
+        routing_replay_out=routing_replay_out,
+        num_fused_shared_experts=num_fused_shared_experts,
+        valid_hidden_size=valid_hidden_size,
+        valid_intermediate_size=valid_intermediate_size,
+        hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
+        workspace_buffer=workspace_buffer,
+        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+    )
+    if do_finalize and output is not None:
+        return list(result[1:])
+    return list(result)
+
+
+def fake(
+    routing_logits,
+    routing_bias,
+    hidden_states,
+    hidden_states_scale,
+    gemm1_weights,
+    gemm1_weights_scale,
+    gemm1_bias,
+    gemm1_alpha,
+    gemm1_beta,
+    gemm1_clamp_limit,
+    gemm2_weights,
+    gemm2_weights_scale,
+    gemm2_bias,
+    output1_scale_scalar,
+    output1_scale_gate_scalar,
+    output2_scale_scalar,
+    num_experts,
+    top_k,
+    n_group,
+    topk_group,
+    intermediate_size,
+    local_expert_offset,
+    local_num_experts,
+    routed_scaling_factor,
+    routing_method_type=0,
+    do_finalize=True,
+    enable_pdl=None,
+    gated_act_type=0,
+    activation_type=3,
+    per_token_scale=None,
+    output=None,
+    norm_topk_prob=True,
+    routing_replay_out=None,
+    num_fused_shared_experts=None,
+    valid_hidden_size=None,
+    valid_intermediate_size=None,
+    hidden_states_scale_layout=None,
+    workspace_buffer=None,
+    nvfp4_4over6=-1,
+):
+    """The wrapper's outputs without the caller's ``output`` (see the module docstring)."""
+    num_tokens = hidden_states.shape[0]
+    hidden = _unpacked_hidden(hidden_states)
+    if valid_hidden_size is not None:
+        torch._check_with(ValueError, valid_hidden_size > 0, lambda: f"valid_hidden_size must be positive, got {valid_hidden_size}")
+        padded = (valid_hidden_size + 127) // 128 * 128
+        torch._check_with(
+            ValueError,
+            padded <= hidden,
+            lambda: f"roundUp(valid_hidden_size, 128) must be <= padded hidden_size, got {padded} > {hidden}",
+        )
+        if not do_finalize:
+            torch._check_with(
+                ValueError,
+                padded == hidden,
+                lambda: "valid_hidden_size is not supported with do_finalize=False unless "
+                f"roundUp(valid_hidden_size, 128) == hidden_size; got valid_hidden_size={valid_hidden_size}, "
+                f"roundUp={padded}, hidden_size={hidden}",
+            )
+    width = hidden if valid_hidden_size is None else valid_hidden_size
+    if output is not None and (do_finalize or RELEASE["output_checked_unfinalized"]):
+        if output.dtype != torch.bfloat16:
+            raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
+        torch._check_with(
+            AssertionError,
+            output.shape[0] == num_tokens,
+            lambda: f"output.shape[0]={output.shape[0]} must be equal to {num_tokens}",
+        )
+        torch._check_with(
+            AssertionError,
+            output.shape[1] <= hidden,
+            lambda: f"output.shape[1]={output.shape[1]} must be less than or equal to {hidden}",
+        )
+        if valid_hidden_size is not None:
+            torch._check_with(
+                ValueError,
+                output.shape[1] == valid_hidden_size,
+                lambda: "output.shape[1] must equal valid_hidden_size="
+                f"{valid_hidden_size} when valid_hidden_size is provided, got {output.shape[1]}",
+            )
+    if do_finalize:
+        if output is not None:
+            return []
+        return [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
+    rows = torch.library.get_ctx().new_dynamic_size()
+    weights_dtype = routing_logits.dtype if RELEASE["weights_follow_logits"] else torch.bfloat16
+    experts_per_token = top_k + (num_fused_shared_experts or 0)
+    return [
+        hidden_states.new_empty((rows, hidden), dtype=torch.bfloat16),
+        hidden_states.new_empty((num_tokens, experts_per_token), dtype=weights_dtype),
+        hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32),
+    ]

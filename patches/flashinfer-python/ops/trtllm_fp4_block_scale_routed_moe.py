@@ -1,0 +1,348 @@
+"""fp4patch op source for flashinfer.trtllm_fp4_block_scale_routed_moe (TRT-LLM-Gen FP4 block-scale MoE, routing precomputed).
+
+Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (tuning-only max-token
+hint; engines pass ``next_power_of_2(num_tokens)`` and Dynamo would specialise on an int in the schema,
+so a new batch size would recompile; under compile the eager body runs with the release default, 8192).
+``topk_ids`` crosses as a list: ``[packed_ids]`` (int32, expert id << 16 | bf16 weight bits) or, from
+0.7.x, ``[ids, weights]`` for the ``(ids, weights)`` tuple form. Enums cross as int
+(``routing_method_type``, ``gated_act_type`` / ``activation_type``, ``hidden_states_scale_layout``);
+``nvfp4_4over6`` as -1 (omitted) or 0 (None). Refused under compile with a clear error: a
+``NVFP44Over6Config`` and ``routing_metadata`` (0.7.x objects that cannot cross the schema).
+
+Outputs: the wrapper returns a list. Tensors of that list that are the caller's own (``output=`` when
+``do_finalize``; the weights of the ``(ids, weights)`` form when not) cannot be returned by a custom
+op: ``output`` is declared mutated, the op returns the list without them and ``entry`` puts the
+caller's tensors back in place.
+
+Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_op``),
+``csrc/trtllm_fused_moe_kernel_launcher.cu`` (``FP4BlockScaleLauncher``) of 0.6.0 and 0.7.4 and
+``flashinfer/fused_moe/shared/inputs.py`` of 0.7.4:
+
+* ``do_finalize=True``: ``[output]`` ``[num_tokens, W]`` bf16 (W = ``valid_hidden_size`` or the unpacked
+  hidden size); with ``gemm1_lora_delta`` (0.7.x) also ``expanded_idx_to_permuted_idx`` and the GEMM1
+  output ``[R1, intermediate_size]`` bf16 (R1 routing-dependent: a new unbacked size; from the 0.7.4
+  fake, not checked against C++).
+* ``do_finalize=False``: ``[gemm2_output [R, hidden] bf16 (R: unbacked, depends on the tile the
+  autotuner picks), expert_weights [num_tokens, top_k'] bf16, expanded_idx_to_permuted_idx
+  [num_tokens * top_k'] int32]`` with top_k' = top_k + num_fused_shared_experts.
+
+Rejected like the wrapper (same class and message): an ``output`` of the wrong dtype, row count or
+width; ``valid_hidden_size`` out of range. Checks the kernel makes in C++ are not mirrored.
+"""
+import enum
+from typing import List, Optional
+
+import torch
+
+# Release data (defaults: FlashInfer 0.7.4).
+#   output_checked_unfinalized: an output= tensor is checked also when do_finalize=False (0.6.0).
+RELEASE = {"output_checked_unfinalized": False}
+MUTATES_ARGS = ("output", "workspace_buffer")
+
+
+def _as_int(value):
+    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum an engine defines) or an int, as int.
+    return int(value.value if isinstance(value, enum.Enum) else value)
+
+
+def _int_or_none(value):
+    return None if value is None else _as_int(value)
+
+
+def _unpacked_hidden(hidden_states):
+    return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
+
+
+def _caller_weights(topk_ids):
+    # the (ids, weights) form (0.7.x): unfinalized, the wrapper hands the caller's weights back
+    # (FlashInfer 0.7.4 fused_moe/shared/inputs.py unpack_trtllm_moe_output; an empty weights tensor,
+    # which the kernel launcher cannot borrow, is not supported by the real call either)
+    return topk_ids[1] if len(topk_ids) == 2 else None
+
+
+def entry(
+    topk_ids,
+    routing_bias,
+    hidden_states,
+    hidden_states_scale,
+    gemm1_weights,
+    gemm1_weights_scale,
+    gemm1_bias,
+    gemm1_alpha,
+    gemm1_beta,
+    gemm1_clamp_limit,
+    gemm2_weights,
+    gemm2_weights_scale,
+    gemm2_bias,
+    output1_scale_scalar,
+    output1_scale_gate_scalar,
+    output2_scale_scalar,
+    num_experts,
+    top_k,
+    n_group,
+    topk_group,
+    intermediate_size,
+    local_expert_offset,
+    local_num_experts,
+    routed_scaling_factor,
+    routing_method_type=0,
+    do_finalize=True,
+    enable_pdl=None,
+    gated_act_type=0,
+    activation_type=3,
+    per_token_scale=None,
+    output=None,
+    tune_max_num_tokens=8192,
+    gemm1_lora_delta=None,
+    valid_hidden_size=None,
+    valid_intermediate_size=None,
+    num_fused_shared_experts=None,
+    hidden_states_scale_layout=None,
+    workspace_buffer=None,
+    nvfp4_4over6=None,
+    routing_metadata=None,
+):
+    """Called while compiling with every wrapper parameter by keyword; enums and the tuple form to schema types, then OP.
+
+    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    """
+    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+        raise TypeError(
+            "fp4patch: trtllm_fp4_block_scale_routed_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
+            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
+            "or call it outside the compiled region"
+        )
+    if routing_metadata is not None:
+        raise TypeError(
+            "fp4patch: trtllm_fp4_block_scale_routed_moe(routing_metadata=...) cannot be traced by torch.compile: "
+            "a TrtllmMoERoutingMetadataSlot cannot cross the custom-op schema; omit it under torch.compile, "
+            "or call it outside the compiled region"
+        )
+    fresh = list(OP(
+        topk_ids=[topk_ids] if isinstance(topk_ids, torch.Tensor) else list(topk_ids),
+        routing_bias=routing_bias,
+        hidden_states=hidden_states,
+        hidden_states_scale=hidden_states_scale,
+        gemm1_weights=gemm1_weights,
+        gemm1_weights_scale=gemm1_weights_scale,
+        gemm1_bias=gemm1_bias,
+        gemm1_alpha=gemm1_alpha,
+        gemm1_beta=gemm1_beta,
+        gemm1_clamp_limit=gemm1_clamp_limit,
+        gemm2_weights=gemm2_weights,
+        gemm2_weights_scale=gemm2_weights_scale,
+        gemm2_bias=gemm2_bias,
+        output1_scale_scalar=output1_scale_scalar,
+        output1_scale_gate_scalar=output1_scale_gate_scalar,
+        output2_scale_scalar=output2_scale_scalar,
+        num_experts=num_experts,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        intermediate_size=intermediate_size,
+        local_expert_offset=local_expert_offset,
+        local_num_experts=local_num_experts,
+        routed_scaling_factor=routed_scaling_factor,
+        routing_method_type=_as_int(routing_method_type),
+        do_finalize=do_finalize,
+        enable_pdl=enable_pdl,
+        gated_act_type=_as_int(gated_act_type),
+        activation_type=_as_int(activation_type),
+        per_token_scale=per_token_scale,
+        output=output,
+        gemm1_lora_delta=gemm1_lora_delta,
+        valid_hidden_size=valid_hidden_size,
+        valid_intermediate_size=valid_intermediate_size,
+        num_fused_shared_experts=num_fused_shared_experts,
+        hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
+        workspace_buffer=workspace_buffer,
+        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+    ))
+    if do_finalize and output is not None:
+        return [output] + fresh
+    if not do_finalize and not isinstance(topk_ids, torch.Tensor):
+        return [fresh[0], topk_ids[1]] + fresh[1:]
+    return fresh
+
+
+def op(
+    topk_ids: List[torch.Tensor],
+    routing_bias: Optional[torch.Tensor],
+    hidden_states: torch.Tensor,
+    hidden_states_scale: Optional[torch.Tensor],
+    gemm1_weights: torch.Tensor,
+    gemm1_weights_scale: torch.Tensor,
+    gemm1_bias: Optional[torch.Tensor],
+    gemm1_alpha: Optional[torch.Tensor],
+    gemm1_beta: Optional[torch.Tensor],
+    gemm1_clamp_limit: Optional[torch.Tensor],
+    gemm2_weights: torch.Tensor,
+    gemm2_weights_scale: torch.Tensor,
+    gemm2_bias: Optional[torch.Tensor],
+    output1_scale_scalar: Optional[torch.Tensor],
+    output1_scale_gate_scalar: Optional[torch.Tensor],
+    output2_scale_scalar: Optional[torch.Tensor],
+    num_experts: int,
+    top_k: int,
+    n_group: Optional[int],
+    topk_group: Optional[int],
+    intermediate_size: int,
+    local_expert_offset: int,
+    local_num_experts: int,
+    routed_scaling_factor: Optional[float],
+    routing_method_type: int = 0,
+    do_finalize: bool = True,
+    enable_pdl: Optional[bool] = None,
+    gated_act_type: int = 0,
+    activation_type: int = 3,
+    per_token_scale: Optional[torch.Tensor] = None,
+    output: Optional[torch.Tensor] = None,
+    gemm1_lora_delta: Optional[torch.Tensor] = None,
+    valid_hidden_size: Optional[int] = None,
+    valid_intermediate_size: Optional[int] = None,
+    num_fused_shared_experts: Optional[int] = None,
+    hidden_states_scale_layout: Optional[int] = None,
+    workspace_buffer: Optional[torch.Tensor] = None,
+    nvfp4_4over6: int = -1,
+) -> List[torch.Tensor]:
+    """Eager body: the wrapper by keyword (enums and the tuple form back); the caller's tensors left out."""
+    result = list(WRAPPER(
+        topk_ids=topk_ids[0] if len(topk_ids) == 1 else (topk_ids[0], topk_ids[1]),
+        routing_bias=routing_bias,
+        hidden_states=hidden_states,
+        hidden_states_scale=hidden_states_scale,
+        gemm1_weights=gemm1_weights,
+        gemm1_weights_scale=gemm1_weights_scale,
+        gemm1_bias=gemm1_bias,
+        gemm1_alpha=gemm1_alpha,
+        gemm1_beta=gemm1_beta,
+        gemm1_clamp_limit=gemm1_clamp_limit,
+        gemm2_weights=gemm2_weights,
+        gemm2_weights_scale=gemm2_weights_scale,
+        gemm2_bias=gemm2_bias,
+        output1_scale_scalar=output1_scale_scalar,
+        output1_scale_gate_scalar=output1_scale_gate_scalar,
+        output2_scale_scalar=output2_scale_scalar,
+        num_experts=num_experts,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        intermediate_size=intermediate_size,
+        local_expert_offset=local_expert_offset,
+        local_num_experts=local_num_experts,
+        routed_scaling_factor=routed_scaling_factor,
+        routing_method_type=routing_method_type,
+        do_finalize=do_finalize,
+        enable_pdl=enable_pdl,
+        gated_act_type=gated_act_type,
+        activation_type=activation_type,
+        per_token_scale=per_token_scale,
+        output=output,
+        gemm1_lora_delta=gemm1_lora_delta,
+        valid_hidden_size=valid_hidden_size,
+        valid_intermediate_size=valid_intermediate_size,
+        num_fused_shared_experts=num_fused_shared_experts,
+        hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
+        workspace_buffer=workspace_buffer,
+        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+    ))
+    if do_finalize and output is not None:
+        return result[1:]
+    if not do_finalize and _caller_weights(topk_ids) is not None:
+        return [result[0]] + result[2:]
+    return result
+
+
+def fake(
+    topk_ids,
+    routing_bias,
+    hidden_states,
+    hidden_states_scale,
+    gemm1_weights,
+    gemm1_weights_scale,
+    gemm1_bias,
+    gemm1_alpha,
+    gemm1_beta,
+    gemm1_clamp_limit,
+    gemm2_weights,
+    gemm2_weights_scale,
+    gemm2_bias,
+    output1_scale_scalar,
+    output1_scale_gate_scalar,
+    output2_scale_scalar,
+    num_experts,
+    top_k,
+    n_group,
+    topk_group,
+    intermediate_size,
+    local_expert_offset,
+    local_num_experts,
+    routed_scaling_factor,
+    routing_method_type=0,
+    do_finalize=True,
+    enable_pdl=None,
+    gated_act_type=0,
+    activation_type=3,
+    per_token_scale=None,
+    output=None,
+    gemm1_lora_delta=None,
+    valid_hidden_size=None,
+    valid_intermediate_size=None,
+    num_fused_shared_experts=None,
+    hidden_states_scale_layout=None,
+    workspace_buffer=None,
+    nvfp4_4over6=-1,
+):
+    """The wrapper's outputs without the caller's tensors (see the module docstring)."""
+    num_tokens = hidden_states.shape[0]
+    hidden = _unpacked_hidden(hidden_states)
+    if valid_hidden_size is not None:
+        torch._check_with(ValueError, valid_hidden_size > 0, lambda: f"valid_hidden_size must be positive, got {valid_hidden_size}")
+        padded = (valid_hidden_size + 127) // 128 * 128
+        torch._check_with(
+            ValueError,
+            padded <= hidden,
+            lambda: f"roundUp(valid_hidden_size, 128) must be <= padded hidden_size, got {padded} > {hidden}",
+        )
+        if not do_finalize:
+            torch._check_with(
+                ValueError,
+                padded == hidden,
+                lambda: "valid_hidden_size is not supported with do_finalize=False unless "
+                f"roundUp(valid_hidden_size, 128) == hidden_size; got valid_hidden_size={valid_hidden_size}, "
+                f"roundUp={padded}, hidden_size={hidden}",
+            )
+    width = hidden if valid_hidden_size is None else valid_hidden_size
+    if output is not None and (do_finalize or RELEASE["output_checked_unfinalized"]):
+        if output.dtype != torch.bfloat16:
+            raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
+        torch._check_with(
+            AssertionError,
+            output.shape[0] == num_tokens,
+            lambda: f"output.shape[0]={output.shape[0]} must be equal to {num_tokens}",
+        )
+        torch._check_with(
+            AssertionError,
+            output.shape[1] <= hidden,
+            lambda: f"output.shape[1]={output.shape[1]} must be less than or equal to {hidden}",
+        )
+        if valid_hidden_size is not None:
+            torch._check_with(
+                ValueError,
+                output.shape[1] == valid_hidden_size,
+                lambda: "output.shape[1] must equal valid_hidden_size="
+                f"{valid_hidden_size} when valid_hidden_size is provided, got {output.shape[1]}",
+            )
+    experts_per_token = top_k + (num_fused_shared_experts or 0)
+    expanded = hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32)
+    lora = []
+    if gemm1_lora_delta is not None:
+        lora = [hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), intermediate_size), dtype=torch.bfloat16)]
+    if do_finalize:
+        finalized = [] if output is not None else [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
+        return finalized + ([expanded] + lora if lora else [])
+    gemm2 = hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), hidden), dtype=torch.bfloat16)
+    if _caller_weights(topk_ids) is not None:
+        return [gemm2, expanded] + lora
+    weights = hidden_states.new_empty((num_tokens, experts_per_token), dtype=torch.bfloat16)
+    return [gemm2, weights, expanded] + lora

@@ -1,0 +1,359 @@
+"""Child script of tests/test_op_moe.py: run in a fresh interpreter with PYTHONPATH=<flashinfer site>.
+
+Usage: python moe_op_child.py '<json params>'; prints one line ``FP4PATCH-CHILD-RESULT <json>``.
+
+For one FlashInfer release and one MoE function it compares, on CPU:
+
+* the real public wrapper run eagerly under ``FakeTensorMode`` on fake CUDA tensors, with the device
+  queries stubbed and only the JIT-built kernel module replaced (a stub whose kernel entry points
+  allocate nothing in Python and return, for the C++-allocated outputs of the trtllm kernel, tensors of
+  the launcher's shapes), against
+* the op source's ``entry`` with ``OP`` bound to its ``fake`` (what Dynamo sees), over a case grid;
+
+then runs the fake under a ``ShapeEnv`` with backed and unbacked token counts, and checks that
+invalid calls are rejected by the wrapper and the fake with the same error class and message.
+
+The op source is executed in a copy of the target module's namespace with ``OP``/``WRAPPER`` bound,
+which is what the ``custom-op`` renderer does; parameters a release lacks are dropped by a keyword
+filter in front of the wrapper (the renderer removes them from the source instead).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import inspect
+import json
+import sys
+import traceback
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+MARK = "FP4PATCH-CHILD-RESULT "
+P = json.loads(sys.argv[1])
+
+torch.cuda.get_device_capability = lambda device=None: (10, 0)
+torch.cuda.current_device = lambda: 0
+torch.cuda.is_available = lambda: True
+_Props = collections.namedtuple("_Props", "major minor name multi_processor_count total_memory")
+torch.cuda.get_device_properties = lambda device=None: _Props(10, 0, "fp4patch-test-sm100", 148, 1 << 37)
+
+
+class _DeviceCtx:
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+torch.cuda.device = _DeviceCtx
+
+import flashinfer  # noqa: E402,F401
+
+mod = importlib.import_module("flashinfer.fused_moe.core")
+utils = importlib.import_module("flashinfer.utils")
+for m in (mod, utils):
+    if hasattr(m, "get_compute_capability"):
+        m.get_compute_capability = lambda device=None: (10, 0)
+    if hasattr(m, "device_support_pdl"):
+        m.device_support_pdl = lambda device=None: True
+if hasattr(mod, "_enabled_trtllm_da_config"):
+    mod._enabled_trtllm_da_config = lambda *a, **k: None
+
+RESULT = {"kernel_calls": 0}
+CASE = {}
+
+
+class _Anything:
+    """Stands for a JIT module object, runner or function: every attribute and call is accepted."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __iter__(self):
+        return iter(())
+
+
+class _Kernel(_Anything):
+    """The trtllm MoE kernel module: returns the C++-allocated outputs (trtllm_fused_moe_kernel_launcher.cu)."""
+
+    def trtllm_fp4_block_scale_moe(self, *args):
+        RESULT["kernel_calls"] += 1
+        c = CASE
+        dev = "cuda"
+        rows = c["m"] * c["top_k"] + c["experts"] * 8  # a padded permuted row count (tile 8); the fake leaves it unbacked
+        gemm2 = torch.empty(rows, c["hidden"], dtype=torch.bfloat16, device=dev)
+        expanded = torch.empty(c["m"] * c["top_k"], dtype=torch.int32, device=dev)
+        if P["version_major_minor"] == "0.6":
+            return [] if c["do_finalize"] else [gemm2, expanded]
+        # 0.7.x: Array<Optional<Tensor>>; borrowed slots (output, expert weights) come back None
+        gemm1 = torch.empty(rows, c["intermediate"], dtype=torch.bfloat16, device=dev)
+        if c["do_finalize"]:
+            return [None, expanded, gemm1] if c.get("lora") else []
+        return [gemm2, None, expanded] + ([gemm1] if c.get("lora") else [])
+
+
+class _CutlassRunner(_Anything):
+    """What the CUTLASS module's ``init`` returns (flashinfer_cutlass_fused_moe_binding.cu): run_moe writes into output."""
+
+    def run_moe(self, *args):
+        RESULT["kernel_calls"] += 1
+
+    run_moe_min_latency = run_moe
+
+
+def _cutlass_init(*args, **kwargs):
+    return _CutlassRunner()
+
+
+_Kernel.init = staticmethod(_cutlass_init)
+
+
+class _Spec:
+    def __init__(self, *a, **k):
+        pass
+
+    def build_and_load(self):
+        return _Kernel()
+
+    def get_library_path(self):
+        return "/nonexistent"
+
+    def get_library_paths(self):
+        return []
+
+
+for name in dir(mod):
+    if name.startswith("gen_") and name.endswith("_module"):
+        setattr(mod, name, _Spec)
+mod.setup_cubin_loader = lambda *a, **k: None
+_from_dlpack = torch.from_dlpack
+torch.from_dlpack = lambda t: t if isinstance(t, torch.Tensor) else _from_dlpack(t)
+
+FUNCTION = P["function"]
+WRAPPER = getattr(mod, FUNCTION)
+RAW = inspect.unwrap(WRAPPER)
+RELEASE_PARAMS = list(inspect.signature(RAW).parameters)
+
+
+def _wrapper_shim(**kwargs):
+    return WRAPPER(**{k: v for k, v in kwargs.items() if k in RELEASE_PARAMS})
+
+
+def load_op_source(path, release_overrides):
+    ns = dict(vars(mod))
+    ns.setdefault("_UNSET", object())
+    ns.setdefault("SfLayout", lambda v: v)
+    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
+    ns["RELEASE"].update(release_overrides)
+    ns["WRAPPER"] = _wrapper_shim
+    lib_op = torch.library.custom_op("fp4patch_test::" + FUNCTION, mutates_args=ns["MUTATES_ARGS"])(ns["op"])
+    lib_op.register_fake(ns["fake"])
+    ns["OP"] = lib_op
+    return ns
+
+
+NS = load_op_source(P["op_source"], P.get("release", {}))
+ENTRY = NS["entry"]
+RESULT["release_params"] = RELEASE_PARAMS
+RESULT["schema_params"] = list(inspect.signature(NS["op"]).parameters)
+
+
+def meta(t, dynamic_rows=False):
+    shape = [d if isinstance(d, int) else "sym:" + str(d) for d in t.shape]
+    stride = [d if isinstance(d, int) else "sym:" + str(d) for d in t.stride()]
+    return [shape, stride, str(t.dtype)]
+
+
+def _t(shape, dtype):
+    if dtype == "fp8":
+        return torch.empty(shape, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+    return torch.empty(shape, dtype=dtype, device="cuda")
+
+
+def trtllm_args(c, m=None):
+    m = c["m"] if m is None else m
+    E, H, I, K = c["experts"], c["hidden"], c["intermediate"], c["top_k"]
+    act = c["act"]
+    if act == "nvfp4":
+        hs, hs_scale = _t((m, H // 2), torch.uint8), _t((m, H // 16), "fp8")
+    elif act == "bf16":
+        hs, hs_scale = _t((m, H), torch.bfloat16), None
+    else:  # mxfp8
+        hs, hs_scale = _t((m, H), "fp8"), _t((m, H // 32), torch.uint8)
+    wsv = 16 if act == "nvfp4" else 32
+    kw = dict(
+        routing_bias=None,
+        hidden_states=hs,
+        hidden_states_scale=hs_scale,
+        gemm1_weights=_t((E, 2 * I, H // 2), torch.uint8),
+        gemm1_weights_scale=_t((E, 2 * I, H // wsv), "fp8"),
+        gemm1_bias=None,
+        gemm1_alpha=None,
+        gemm1_beta=None,
+        gemm1_clamp_limit=None,
+        gemm2_weights=_t((E, H, I // 2), torch.uint8),
+        gemm2_weights_scale=_t((E, H, I // wsv), "fp8"),
+        gemm2_bias=None,
+        output1_scale_scalar=_t((E,), torch.float32),
+        output1_scale_gate_scalar=_t((E,), torch.float32),
+        output2_scale_scalar=_t((E,), torch.float32),
+        num_experts=E,
+        top_k=K,
+        n_group=None,
+        topk_group=None,
+        intermediate_size=I,
+        local_expert_offset=0,
+        local_num_experts=E,
+        routed_scaling_factor=None,
+        routing_method_type=getattr(mod, "RoutingMethodType").Renormalize,
+        do_finalize=c["do_finalize"],
+    )
+    if FUNCTION == "trtllm_fp4_block_scale_moe":
+        kw["routing_logits"] = _t((m, E), getattr(torch, c["logits_dtype"]))
+    elif c.get("tuple_ids"):
+        kw["topk_ids"] = (_t((m, K), torch.int32), _t((m, K), torch.bfloat16))
+    else:
+        kw["topk_ids"] = _t((m, K), torch.int32)
+    if c.get("output") == "given":
+        kw["output"] = _t((m, H), torch.bfloat16)
+    elif c.get("output") == "narrow":
+        kw["output"] = _t((m, H // 2), torch.bfloat16)
+    elif c.get("output") == "bad_rows":
+        kw["output"] = _t((m + 1, H), torch.bfloat16)
+    elif c.get("output") == "bad_dtype":
+        kw["output"] = _t((m, H), torch.float16)
+    if c.get("lora"):
+        kw["gemm1_lora_delta"] = _t((m, K, 2 * I), torch.bfloat16)
+    if c.get("tune") is not None:
+        kw["tune_max_num_tokens"] = c["tune"]
+    if c.get("valid_hidden_size") is not None:
+        kw["valid_hidden_size"] = c["valid_hidden_size"]
+    return kw
+
+
+def cutlass_args(c, m=None):
+    m = c["m"] if m is None else m
+    E, H, I, K = c["experts"], c["hidden"], c["intermediate"], c["top_k"]
+    # NVFP4 as the engines pass it (vLLM / SGLang modelopt): bf16 or packed-FP4 input, packed weights
+    w_dtype = torch.int64 if P["version_major_minor"] != "0.6" else torch.uint8
+    per = 8 if w_dtype == torch.int64 else 1
+    if c["act"] == "nvfp4":
+        x, x_sf = _t((m, H // 2), torch.uint8), _t((m * H // 16,), torch.uint8)
+    else:
+        x, x_sf = _t((m, H), torch.bfloat16), None
+    kw = dict(
+        input=x,
+        token_selected_experts=_t((m, K), torch.int32),
+        token_final_scales=_t((m, K), torch.float32),
+        fc1_expert_weights=_t((E, 2 * I, H // 2 // per), w_dtype),
+        fc2_expert_weights=_t((E, H, I // 2 // per), w_dtype),
+        output_dtype=getattr(torch, c["out_dtype"]),
+        quant_scales=[_t((1,), torch.float32), _t((E, 2 * I, H // 16 // 4), torch.int32), _t((E,), torch.float32),
+                      _t((1,), torch.float32), _t((E, H, I // 16 // 4), torch.int32), _t((E,), torch.float32)],
+        input_sf=x_sf,
+        activation_type=getattr(mod, "ActivationType").Swiglu,
+    )
+    if c.get("output") == "given":
+        kw["output"] = _t((m, H), getattr(torch, c["out_dtype"]))
+    elif c.get("output") == "bad_rows":
+        kw["output"] = _t((m + 1, H), getattr(torch, c["out_dtype"]))
+    elif c.get("output") == "bad_dtype":
+        kw["output"] = _t((m, H), torch.float32)
+    if c.get("min_latency"):
+        kw["min_latency_mode"] = True
+    if c.get("tune") is not None:
+        kw["tune_max_num_tokens"] = c["tune"]
+    return kw
+
+
+ARGS = cutlass_args if FUNCTION == "cutlass_fused_moe" else trtllm_args
+
+
+def _alias(t, kw):
+    """The name of the argument ``t`` is (the caller's own tensor), or None for a new tensor."""
+    for name, v in kw.items():
+        for i, x in enumerate(v if isinstance(v, (tuple, list)) else (v,)):
+            if x is t:
+                return name if not isinstance(v, (tuple, list)) else f"{name}[{i}]"
+    return None
+
+
+def _error(e):
+    return [type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""]
+
+
+def run_grid():
+    out = []
+    for c in P["cases"]:
+        CASE.clear()
+        CASE.update(c)
+        rec = {"case": c}
+        # a ShapeEnv, so that the fake can give the routing-dependent row count as a new unbacked size
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+            kw = ARGS(c)
+            calls_before = RESULT["kernel_calls"]
+            try:
+                real = WRAPPER(**kw)
+                rec["real"] = [meta(t) for t in real]
+                rec["real_alias"] = [_alias(t, kw) for t in real]
+            except Exception as e:  # noqa: BLE001
+                rec["real_error"] = _error(e)
+                rec["real_tb"] = traceback.format_exc()[-1500:]
+            rec["kernel_reached"] = RESULT["kernel_calls"] > calls_before
+            try:
+                fake = ENTRY(**kw)
+                rec["fake"] = [meta(t) for t in fake]
+                rec["fake_alias"] = [_alias(t, kw) for t in fake]
+            except Exception as e:  # noqa: BLE001
+                rec["fake_error"] = _error(e)
+                rec["fake_tb"] = traceback.format_exc()[-1500:]
+        out.append(rec)
+    return out
+
+
+def run_symbolic():
+    """The fake (through entry) with the token count backed-symbolic and unbacked, under a ShapeEnv."""
+    out = []
+    for c in P["symbolic_cases"]:
+        CASE.clear()
+        CASE.update(c)
+        for kind in ("backed", "unbacked"):
+            rec = {"case": c, "kind": kind}
+            env = ShapeEnv()
+            try:
+                with FakeTensorMode(allow_non_fake_inputs=True, shape_env=env):
+                    if kind == "unbacked":
+                        m = env.create_unbacked_symint()
+                        torch._check(m >= 1)
+                    else:
+                        from torch._dynamo.source import ConstantSource
+
+                        m = env.create_symintnode(
+                            env.create_symbol(8, source=ConstantSource("M")), hint=8, source=ConstantSource("M")
+                        )
+                    kw = ARGS(c, m=m)
+                    res = ENTRY(**kw)
+                    rec["fake"] = [meta(t) for t in res]
+                    rec["guards"] = [str(g.expr) for g in env.guards]
+            except Exception as e:  # noqa: BLE001
+                rec["error"] = _error(e)
+                rec["tb"] = traceback.format_exc()[-2000:]
+            out.append(rec)
+    return out
+
+
+RESULT["grid"] = run_grid()
+RESULT["symbolic"] = run_symbolic()
+print(MARK + json.dumps(RESULT))
