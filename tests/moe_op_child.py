@@ -1,6 +1,6 @@
 """Child script of tests/test_op_moe.py: run in a fresh interpreter with PYTHONPATH=<flashinfer site>.
 
-Usage: python moe_op_child.py '<json params>'; prints one line ``FP4PATCH-CHILD-RESULT <json>``.
+Usage: python moe_op_child.py '{"version": V, "functions": {name: {op_source, release, cases, symbolic_cases}}}'; prints one line ``FP4PATCH-CHILD-RESULT <json>``.
 
 For one FlashInfer release and one MoE function it compares, on CPU:
 
@@ -28,11 +28,13 @@ import sys
 import traceback
 
 import torch
+from packaging.version import Version
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 MARK = "FP4PATCH-CHILD-RESULT "
 P = json.loads(sys.argv[1])
+VERSION = Version(P["version"])
 
 torch.cuda.get_device_capability = lambda device=None: (10, 0)
 torch.cuda.current_device = lambda: 0
@@ -95,9 +97,9 @@ class _Kernel(_Anything):
         rows = c["m"] * c["top_k"] + c["experts"] * 8  # a padded permuted row count (tile 8); the fake leaves it unbacked
         gemm2 = torch.empty(rows, c["hidden"], dtype=torch.bfloat16, device=dev)
         expanded = torch.empty(c["m"] * c["top_k"], dtype=torch.int32, device=dev)
-        if P["version_major_minor"] == "0.6":
+        if VERSION < Version("0.6.5"):
             return [] if c["do_finalize"] else [gemm2, expanded]
-        # 0.7.x: Array<Optional<Tensor>>; borrowed slots (output, expert weights) come back None
+        # from 0.6.5: Array<Optional<Tensor>>; borrowed slots (output, expert weights) come back None
         gemm1 = torch.empty(rows, c["intermediate"], dtype=torch.bfloat16, device=dev)
         if c["do_finalize"]:
             return [None, expanded, gemm1] if c.get("lora") else []
@@ -141,10 +143,7 @@ mod.setup_cubin_loader = lambda *a, **k: None
 _from_dlpack = torch.from_dlpack
 torch.from_dlpack = lambda t: t if isinstance(t, torch.Tensor) else _from_dlpack(t)
 
-FUNCTION = P["function"]
-WRAPPER = getattr(mod, FUNCTION)
-RAW = inspect.unwrap(WRAPPER)
-RELEASE_PARAMS = list(inspect.signature(RAW).parameters)
+FUNCTION = WRAPPER = RELEASE_PARAMS = ENTRY = ARGS = None  # set per function at the end
 
 
 def _wrapper_shim(**kwargs):
@@ -164,10 +163,6 @@ def load_op_source(path, release_overrides):
     return ns
 
 
-NS = load_op_source(P["op_source"], P.get("release", {}))
-ENTRY = NS["entry"]
-RESULT["release_params"] = RELEASE_PARAMS
-RESULT["schema_params"] = list(inspect.signature(NS["op"]).parameters)
 
 
 def meta(t, dynamic_rows=False):
@@ -247,7 +242,7 @@ def cutlass_args(c, m=None):
     m = c["m"] if m is None else m
     E, H, I, K = c["experts"], c["hidden"], c["intermediate"], c["top_k"]
     # NVFP4 as the engines pass it (vLLM / SGLang modelopt): bf16 or packed-FP4 input, packed weights
-    w_dtype = torch.int64 if P["version_major_minor"] != "0.6" else torch.uint8
+    w_dtype = torch.int64 if VERSION >= Version("0.7.0") else torch.uint8
     per = 8 if w_dtype == torch.int64 else 1
     if c["act"] == "nvfp4":
         x, x_sf = _t((m, H // 2), torch.uint8), _t((m * H // 16,), torch.uint8)
@@ -278,7 +273,6 @@ def cutlass_args(c, m=None):
     return kw
 
 
-ARGS = cutlass_args if FUNCTION == "cutlass_fused_moe" else trtllm_args
 
 
 def _alias(t, kw):
@@ -296,7 +290,7 @@ def _error(e):
 
 def run_grid():
     out = []
-    for c in P["cases"]:
+    for c in SPEC["cases"]:
         CASE.clear()
         CASE.update(c)
         rec = {"case": c}
@@ -326,7 +320,7 @@ def run_grid():
 def run_symbolic():
     """The fake (through entry) with the token count backed-symbolic and unbacked, under a ShapeEnv."""
     out = []
-    for c in P["symbolic_cases"]:
+    for c in SPEC["symbolic_cases"]:
         CASE.clear()
         CASE.update(c)
         for kind in ("backed", "unbacked"):
@@ -354,6 +348,17 @@ def run_symbolic():
     return out
 
 
-RESULT["grid"] = run_grid()
-RESULT["symbolic"] = run_symbolic()
+for FUNCTION, SPEC in P["functions"].items():
+    WRAPPER = getattr(mod, FUNCTION)
+    RELEASE_PARAMS = list(inspect.signature(inspect.unwrap(WRAPPER)).parameters)
+    NS = load_op_source(SPEC["op_source"], SPEC.get("release", {}))
+    ENTRY = NS["entry"]
+    ARGS = cutlass_args if FUNCTION == "cutlass_fused_moe" else trtllm_args
+    RESULT[FUNCTION] = {
+        "release_params": RELEASE_PARAMS,
+        "schema_params": list(inspect.signature(NS["op"]).parameters),
+        "entry_params": list(inspect.signature(ENTRY).parameters),
+        "grid": run_grid(),
+        "symbolic": run_symbolic(),
+    }
 print(MARK + json.dumps(RESULT))

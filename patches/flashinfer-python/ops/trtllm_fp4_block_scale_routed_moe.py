@@ -36,7 +36,10 @@ import torch
 
 # Release data (defaults: FlashInfer 0.7.4).
 #   output_checked_unfinalized: an output= tensor is checked also when do_finalize=False (0.6.0).
-RELEASE = {"output_checked_unfinalized": False}
+#   unfinalized_needs_tokens: do_finalize=False with 0 tokens fails in the wrapper (from 0.6.18: the
+#     launcher hands back no expert-weights slot for an empty buffer and the wrapper passes None to
+#     torch.from_dlpack); the fake rejects it with the same error.
+RELEASE = {"unfinalized_needs_tokens": True, "output_checked_unfinalized": False}
 MUTATES_ARGS = ("output", "workspace_buffer")
 
 
@@ -313,6 +316,13 @@ def fake(
                 f"roundUp={padded}, hidden_size={hidden}",
             )
     width = hidden if valid_hidden_size is None else valid_hidden_size
+    if not do_finalize and RELEASE["unfinalized_needs_tokens"]:
+        torch._check_with(
+            RuntimeError,
+            num_tokens != 0,
+            lambda: "from_dlpack received an invalid capsule. Note that DLTensor capsules can be consumed only once, "
+            "so you might have already constructed a tensor from it once.",
+        )
     if output is not None and (do_finalize or RELEASE["output_checked_unfinalized"]):
         if output.dtype != torch.bfloat16:
             raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
