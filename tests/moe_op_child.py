@@ -1,6 +1,6 @@
 """Child script of tests/test_op_moe.py: run in a fresh interpreter with PYTHONPATH=<flashinfer site>.
 
-Usage: python moe_op_child.py '{"version": V, "functions": {name: {op_source, release, cases, symbolic_cases}}}'; prints one line ``FP4PATCH-CHILD-RESULT <json>``.
+Usage: python moe_op_child.py '{"version": V, "functions": {name: {block, op_name, cases, symbolic_cases}}}'; prints one line ``FP4PATCH-CHILD-RESULT <json>``.
 
 For one FlashInfer release and one MoE function it compares, on CPU:
 
@@ -8,14 +8,15 @@ For one FlashInfer release and one MoE function it compares, on CPU:
   queries stubbed and only the JIT-built kernel module replaced (a stub whose kernel entry points
   allocate nothing in Python and return, for the C++-allocated outputs of the trtllm kernel, tensors of
   the launcher's shapes), against
-* the op source's ``entry`` with ``OP`` bound to its ``fake`` (what Dynamo sees), over a case grid;
+* the op block fp4patch renders for the release (``entry`` calling the registered custom op, whose
+  fake runs under ``FakeTensorMode``: what Dynamo sees), over a case grid;
 
 then runs the fake under a ``ShapeEnv`` with backed and unbacked token counts, and checks that
 invalid calls are rejected by the wrapper and the fake with the same error class and message.
 
-The op source is executed in a copy of the target module's namespace with ``OP``/``WRAPPER`` bound,
-which is what the ``custom-op`` renderer does; parameters a release lacks are dropped by a keyword
-filter in front of the wrapper (the renderer removes them from the source instead).
+The op block is the one ``fp4patch apply`` appends to ``flashinfer/fused_moe/core.py`` (rendered by
+the parent test from the spec target), run in the imported module's namespace; the wrapper's own
+code is not touched, so the eager wrapper call is the unpatched one.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class _DeviceCtx:
 
 torch.cuda.device = _DeviceCtx
 
-import flashinfer  # noqa: E402,F401
+import flashinfer  # noqa: F401
 
 mod = importlib.import_module("flashinfer.fused_moe.core")
 utils = importlib.import_module("flashinfer.utils")
@@ -143,26 +144,16 @@ mod.setup_cubin_loader = lambda *a, **k: None
 _from_dlpack = torch.from_dlpack
 torch.from_dlpack = lambda t: t if isinstance(t, torch.Tensor) else _from_dlpack(t)
 
-FUNCTION = WRAPPER = RELEASE_PARAMS = ENTRY = ARGS = None  # set per function at the end
+FUNCTION = WRAPPER = RELEASE_PARAMS = ENTRY = ARGS = SPEC = None  # set per function at the end
 
 
-def _wrapper_shim(**kwargs):
-    return WRAPPER(**{k: v for k, v in kwargs.items() if k in RELEASE_PARAMS})
-
-
-def load_op_source(path, release_overrides):
-    ns = dict(vars(mod))
-    ns.setdefault("_UNSET", object())
-    ns.setdefault("SfLayout", lambda v: v)
-    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
-    ns["RELEASE"].update(release_overrides)
-    ns["WRAPPER"] = _wrapper_shim
-    lib_op = torch.library.custom_op("fp4patch_test::" + FUNCTION, mutates_args=ns["MUTATES_ARGS"])(ns["op"])
-    lib_op.register_fake(ns["fake"])
-    ns["OP"] = lib_op
-    return ns
-
-
+def load_rendered(function, block):
+    """Run the op block fp4patch renders for this release (what ``apply`` appends) in the module."""
+    namespace = vars(mod)
+    exec(compile(block, f"<fp4patch block for {function}>", "exec"), namespace)  # noqa: S102 - the rendered patch itself
+    entry = namespace[f"_fp4patch_{function}_entry"]
+    assert entry is not None, "the op block did not register its custom op"
+    return entry
 
 
 def meta(t, dynamic_rows=False):
@@ -188,33 +179,33 @@ def trtllm_args(c, m=None):
     else:  # mxfp8
         hs, hs_scale = _t((m, H), "fp8"), _t((m, H // 32), torch.uint8)
     wsv = 16 if act == "nvfp4" else 32
-    kw = dict(
-        routing_bias=None,
-        hidden_states=hs,
-        hidden_states_scale=hs_scale,
-        gemm1_weights=_t((E, 2 * I, H // 2), torch.uint8),
-        gemm1_weights_scale=_t((E, 2 * I, H // wsv), "fp8"),
-        gemm1_bias=None,
-        gemm1_alpha=None,
-        gemm1_beta=None,
-        gemm1_clamp_limit=None,
-        gemm2_weights=_t((E, H, I // 2), torch.uint8),
-        gemm2_weights_scale=_t((E, H, I // wsv), "fp8"),
-        gemm2_bias=None,
-        output1_scale_scalar=_t((E,), torch.float32),
-        output1_scale_gate_scalar=_t((E,), torch.float32),
-        output2_scale_scalar=_t((E,), torch.float32),
-        num_experts=E,
-        top_k=K,
-        n_group=None,
-        topk_group=None,
-        intermediate_size=I,
-        local_expert_offset=0,
-        local_num_experts=E,
-        routed_scaling_factor=None,
-        routing_method_type=getattr(mod, "RoutingMethodType").Renormalize,
-        do_finalize=c["do_finalize"],
-    )
+    kw = {
+        "routing_bias": None,
+        "hidden_states": hs,
+        "hidden_states_scale": hs_scale,
+        "gemm1_weights": _t((E, 2 * I, H // 2), torch.uint8),
+        "gemm1_weights_scale": _t((E, 2 * I, H // wsv), "fp8"),
+        "gemm1_bias": None,
+        "gemm1_alpha": None,
+        "gemm1_beta": None,
+        "gemm1_clamp_limit": None,
+        "gemm2_weights": _t((E, H, I // 2), torch.uint8),
+        "gemm2_weights_scale": _t((E, H, I // wsv), "fp8"),
+        "gemm2_bias": None,
+        "output1_scale_scalar": _t((E,), torch.float32),
+        "output1_scale_gate_scalar": _t((E,), torch.float32),
+        "output2_scale_scalar": _t((E,), torch.float32),
+        "num_experts": E,
+        "top_k": K,
+        "n_group": None,
+        "topk_group": None,
+        "intermediate_size": I,
+        "local_expert_offset": 0,
+        "local_num_experts": E,
+        "routed_scaling_factor": None,
+        "routing_method_type": mod.RoutingMethodType.Renormalize,
+        "do_finalize": c["do_finalize"],
+    }
     if FUNCTION == "trtllm_fp4_block_scale_moe":
         kw["routing_logits"] = _t((m, E), getattr(torch, c["logits_dtype"]))
     elif c.get("tuple_ids"):
@@ -248,18 +239,18 @@ def cutlass_args(c, m=None):
         x, x_sf = _t((m, H // 2), torch.uint8), _t((m * H // 16,), torch.uint8)
     else:
         x, x_sf = _t((m, H), torch.bfloat16), None
-    kw = dict(
-        input=x,
-        token_selected_experts=_t((m, K), torch.int32),
-        token_final_scales=_t((m, K), torch.float32),
-        fc1_expert_weights=_t((E, 2 * I, H // 2 // per), w_dtype),
-        fc2_expert_weights=_t((E, H, I // 2 // per), w_dtype),
-        output_dtype=getattr(torch, c["out_dtype"]),
-        quant_scales=[_t((1,), torch.float32), _t((E, 2 * I, H // 16 // 4), torch.int32), _t((E,), torch.float32),
+    kw = {
+        "input": x,
+        "token_selected_experts": _t((m, K), torch.int32),
+        "token_final_scales": _t((m, K), torch.float32),
+        "fc1_expert_weights": _t((E, 2 * I, H // 2 // per), w_dtype),
+        "fc2_expert_weights": _t((E, H, I // 2 // per), w_dtype),
+        "output_dtype": getattr(torch, c["out_dtype"]),
+        "quant_scales": [_t((1,), torch.float32), _t((E, 2 * I, H // 16 // 4), torch.int32), _t((E,), torch.float32),
                       _t((1,), torch.float32), _t((E, H, I // 16 // 4), torch.int32), _t((E,), torch.float32)],
-        input_sf=x_sf,
-        activation_type=getattr(mod, "ActivationType").Swiglu,
-    )
+        "input_sf": x_sf,
+        "activation_type": mod.ActivationType.Swiglu,
+    }
     if c.get("output") == "given":
         kw["output"] = _t((m, H), getattr(torch, c["out_dtype"]))
     elif c.get("output") == "bad_rows":
@@ -351,12 +342,13 @@ def run_symbolic():
 for FUNCTION, SPEC in P["functions"].items():
     WRAPPER = getattr(mod, FUNCTION)
     RELEASE_PARAMS = list(inspect.signature(inspect.unwrap(WRAPPER)).parameters)
-    NS = load_op_source(SPEC["op_source"], SPEC.get("release", {}))
-    ENTRY = NS["entry"]
+    ENTRY = load_rendered(FUNCTION, SPEC["block"])
+    OP = getattr(torch.ops.fp4patch, SPEC["op_name"].split("::")[1]).default
     ARGS = cutlass_args if FUNCTION == "cutlass_fused_moe" else trtllm_args
     RESULT[FUNCTION] = {
         "release_params": RELEASE_PARAMS,
-        "schema_params": list(inspect.signature(NS["op"]).parameters),
+        "schema_params": [a.name for a in OP._schema.arguments],
+        "schema_mutated": [a.name for a in OP._schema.arguments if a.alias_info is not None and a.alias_info.is_write],
         "entry_params": list(inspect.signature(ENTRY).parameters),
         "grid": run_grid(),
         "symbolic": run_symbolic(),

@@ -9,8 +9,8 @@ routing logits, with and without a caller ``output=``, the 0.7.x ``(ids, weights
 
 * runs the real public wrapper under ``FakeTensorMode`` on fake CUDA tensors with only the JIT kernel
   module replaced (the wrappers allocate their outputs in Python; the trtllm kernel's own outputs come
-  from a stub with the C++ launcher's shapes), and the op source's ``entry`` with ``OP`` registered as
-  a real ``torch.library.custom_op`` whose fake is the op source's ``fake``;
+  from a stub with the C++ launcher's shapes), and the op block fp4patch renders from the spec target
+  for that release (``entry`` calling the registered custom op, whose fake then runs);
 * requires the same outputs (shape, stride, dtype, and which output is the caller's own tensor), or
   the same error class and first line. The one deliberate difference: the unfinalized GEMM2 row count
   depends on the tile the autotuner picks, so the fake gives a new unbacked size there;
@@ -32,14 +32,16 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from .conftest import REPO, release_site
+from fp4patch.spec import load_specs
+
+from .conftest import SPECS_DIR, release_site
 
 pytestmark = [
     pytest.mark.torch,
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
 ]
 
-OPS = REPO / "patches" / "flashinfer-python" / "ops"
+SPECS = load_specs(SPECS_DIR)
 CHILD = Path(__file__).with_name("moe_op_child.py")
 MARK = "FP4PATCH-CHILD-RESULT "
 FUNCTIONS = ("trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe")
@@ -48,19 +50,14 @@ FUNCTIONS = ("trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", 
 VERSIONS = ["0.6.0", "0.6.3", "0.6.5", "0.6.8", "0.6.11", "0.6.15", "0.6.18", "0.7.0", "0.7.4"]
 SHAPE = {"experts": 8, "hidden": 256, "intermediate": 256, "top_k": 2}
 M_GRID = [0, 1, 8, 127, 129]
-# entry-only parameters: read by entry and kept out of the schema (tune_max_num_tokens: tuning-only hint)
-ENTRY_ONLY = {"tune_max_num_tokens", "routing_metadata"}
 
 
-def release_data(function: str, version: str) -> dict:
-    """The op source's RELEASE overrides for ``version`` (what each spec target sets)."""
-    v = Version(version)
-    if function == "cutlass_fused_moe":
-        return {}
-    data = {"output_checked_unfinalized": v < Version("0.6.15"), "unfinalized_needs_tokens": v >= Version("0.6.18")}
-    if function == "trtllm_fp4_block_scale_moe":
-        data["weights_follow_logits"] = v < Version("0.6.15")
-    return data
+def rendered(function: str, version: str):
+    """The op fp4patch renders for ``function`` on ``version``: its spec's one patching target."""
+    spec = next(s for s in SPECS if s.id == f"{function.replace('_', '-')}-fullgraph")
+    targets = [t for t in spec.targets_for(version) if not t.status]
+    assert len(targets) == 1, f"{spec.id}: {len(targets)} patching targets for {version}"
+    return targets[0].custom_ops[0]
 
 
 def trtllm_cases(function: str, version: str) -> list[dict]:
@@ -113,9 +110,10 @@ def symbolic_cases(function: str, version: str) -> list[dict]:
 def run_child(site: Path, version: str) -> dict:
     functions = {}
     for fn in FUNCTIONS:
+        op = rendered(fn, version)
         functions[fn] = {
-            "op_source": str(OPS / f"{fn}.py"),
-            "release": release_data(fn, version),
+            "block": op.block,
+            "op_name": op.op_name,
             "cases": cutlass_cases(version) if fn == "cutlass_fused_moe" else trtllm_cases(fn, version),
             "symbolic_cases": symbolic_cases(fn, version),
         }
@@ -190,11 +188,15 @@ def test_fake_matches_the_wrapper_allocation(child_result, function: str, versio
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("function", FUNCTIONS)
-def test_schema_covers_the_release_parameters(child_result, function: str, version: str) -> None:
+def test_schema_is_the_release_signature_with_its_mutations(child_result, function: str, version: str) -> None:
     result = child_result(version)[function]
-    assert set(result["release_params"]) <= set(result["entry_params"]), set(result["release_params"]) - set(result["entry_params"])
-    assert set(result["schema_params"]) == set(result["entry_params"]) - ENTRY_ONLY
-    assert "tune_max_num_tokens" not in result["schema_params"]
+    assert result["entry_params"] == result["release_params"]
+    assert result["schema_params"] == result["release_params"]
+    # what the wrapper writes into, of what this release has (never a parameter it lacks)
+    mutated = [p for p in ("output", "routing_replay_out", "workspace_buffer") if p in result["release_params"]]
+    if function == "trtllm_fp4_block_scale_routed_moe":
+        mutated = [p for p in mutated if p != "routing_replay_out"]
+    assert result["schema_mutated"] == mutated
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])

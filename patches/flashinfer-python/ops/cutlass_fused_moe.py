@@ -1,11 +1,15 @@
 """fp4patch op source for flashinfer.cutlass_fused_moe (CUTLASS fused MoE; the NVFP4 path is what engines compile).
 
-Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (a tuning-only
-max-token hint: engines pass ``next_power_of_2(x.shape[0])``, and an int in the schema would make
-Dynamo specialise on it, so a new batch size would recompile; under compile the eager body runs with
-the release default, 8192). ``activation_type`` (``ActivationType``) crosses as int,
-``quant_scales=None`` (unquantized paths) as an empty list and back; ``nvfp4_4over6`` (0.7.x) as -1 (argument omitted) or 0 (None); a ``NVFP44Over6Config`` is refused under
-compile, and so is ``backend="cake"`` (another kernel family, whose outputs are not mirrored).
+Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
+specialise on it, so each new batch size would recompile. Under compile the eager body therefore
+tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
+their schema too). ``activation_type`` (``ActivationType``) crosses as int, ``quant_scales=None``
+(unquantized paths) as an empty list and back; ``nvfp4_4over6`` (0.7.4) as -1 (argument omitted) or
+0 (None); a ``NVFP44Over6Config`` is refused under compile, and so is ``backend="cake"`` (another
+kernel family, whose outputs are not mirrored). MUTATES_ARGS comes from ``RELEASE["mutates"]``,
+since the mutated parameters differ between releases.
 
 Outputs: the wrapper writes into ``output=`` when given and returns a list. The op declares ``output``
 (and 0.7.x's ``workspace_buffer``) mutated; as a custom op cannot return its own input, it returns the
@@ -26,9 +30,12 @@ from typing import List, Optional
 
 import torch
 
-# Release data: none differs between 0.6.0 and 0.7.4 for the fake.
-RELEASE = {}
-MUTATES_ARGS = ("output", "workspace_buffer")
+# Release data (defaults: FlashInfer 0.7.4). The fake is the same from 0.6.0 to 0.7.4.
+RELEASE = {
+    # the tensor parameters the real call writes into (those this release has)
+    "mutates": ["output", "workspace_buffer"],
+}
+MUTATES_ARGS = tuple(RELEASE["mutates"])
 
 
 def _as_int(value):
@@ -75,18 +82,25 @@ def entry(
     situ_beta=None,
     situ_linear_beta=None,
     backend='cutlass',
-    nvfp4_4over6=None,
+    nvfp4_4over6=-1,
 ):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
     """
     if backend == "cake":
         raise NotImplementedError(
             "fp4patch: cutlass_fused_moe(backend='cake') is not supported under torch.compile "
             "(its outputs are not mirrored by the fp4patch fake); call it outside the compiled region"
         )
-    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
+    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
+        code_4over6 = nvfp4_4over6
+    elif nvfp4_4over6 is None:
+        code_4over6 = 0
+    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
+        code_4over6 = -1
+    else:
         raise TypeError(
             "fp4patch: cutlass_fused_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
             "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
@@ -130,7 +144,7 @@ def entry(
         situ_beta=situ_beta,
         situ_linear_beta=situ_linear_beta,
         backend=backend,
-        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+        nvfp4_4over6=code_4over6,
     ))
     if output is not None:
         return [output] + fresh
@@ -165,6 +179,7 @@ def op(
     min_latency_mode: bool = False,
     use_packed_weights: bool = False,
     use_wfp4afp8_humming: bool = False,
+    tune_max_num_tokens: int = 8192,
     enable_pdl: Optional[bool] = None,
     activation_type: int = 3,
     swizzled_input_sf: bool = True,
@@ -251,6 +266,7 @@ def fake(
     min_latency_mode=False,
     use_packed_weights=False,
     use_wfp4afp8_humming=False,
+    tune_max_num_tokens=8192,
     enable_pdl=None,
     activation_type=3,
     swizzled_input_sf=True,

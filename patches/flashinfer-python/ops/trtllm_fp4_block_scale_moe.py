@@ -1,12 +1,16 @@
 """fp4patch op source for flashinfer.trtllm_fp4_block_scale_moe (TRT-LLM-Gen FP4 block-scale MoE, routing from logits).
 
-Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (a tuning-only
-max-token hint: engines pass ``next_power_of_2(num_tokens)``, and an int in the schema would make
-Dynamo specialise on it, so a new batch size would recompile; under compile the eager body runs with
-the release default, 8192). Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
-``gated_act_type`` (0.6.0) / ``activation_type`` (``ActivationType``), ``hidden_states_scale_layout``
-(``SfLayout``, 0.7.x); ``nvfp4_4over6`` crosses as -1 (argument omitted) or 0 (None); a
-``NVFP44Over6Config`` is refused under compile (it cannot cross the schema).
+Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
+specialise on it, so each new batch size would recompile. Under compile the eager body therefore
+tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
+their schema too). Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
+``gated_act_type`` (before 0.6.3) / ``activation_type`` (``ActivationType``),
+``hidden_states_scale_layout`` (``SfLayout``, 0.7.x); ``nvfp4_4over6`` crosses as -1 (argument
+omitted) or 0 (None); a ``NVFP44Over6Config`` is refused under compile (it cannot cross the schema).
+MUTATES_ARGS comes from ``RELEASE["mutates"]``, since the mutated parameters differ between
+releases.
 
 Outputs: the wrapper returns a list. A tensor of that list that is the caller's own (``output=`` when
 ``do_finalize``) cannot be returned by a custom op, so ``output`` is declared mutated, the op returns
@@ -34,14 +38,20 @@ from typing import List, Optional
 
 import torch
 
-# Release data (defaults: FlashInfer 0.7.4).
-#   weights_follow_logits: unfinalized expert_weights take routing_logits' dtype (0.6.0), not bf16.
-#   output_checked_unfinalized: an output= tensor is checked also when do_finalize=False (0.6.0).
-#   unfinalized_needs_tokens: do_finalize=False with 0 tokens fails in the wrapper (from 0.6.18: the
-#     launcher hands back no expert-weights slot for an empty buffer and the wrapper passes None to
-#     torch.from_dlpack); the fake rejects it with the same error.
-RELEASE = {"unfinalized_needs_tokens": True, "weights_follow_logits": False, "output_checked_unfinalized": False}
-MUTATES_ARGS = ("output", "routing_replay_out", "workspace_buffer")
+# Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
+RELEASE = {
+    # the tensor parameters the real call writes into (those this release has)
+    "mutates": ["output", "routing_replay_out", "workspace_buffer"],
+    # unfinalized expert_weights take routing_logits' dtype (before 0.6.15), not bf16
+    "weights_follow_logits": False,
+    # an output= tensor is checked also when do_finalize=False (before 0.6.15)
+    "output_checked_unfinalized": False,
+    # do_finalize=False with 0 tokens fails in the wrapper (from 0.6.18: the launcher hands back no
+    # expert-weights slot for an empty buffer and the wrapper passes None to torch.from_dlpack); the
+    # fake rejects it with the same error
+    "unfinalized_needs_tokens": True,
+}
+MUTATES_ARGS = tuple(RELEASE["mutates"])
 
 
 def _as_int(value):
@@ -97,13 +107,20 @@ def entry(
     valid_intermediate_size=None,
     hidden_states_scale_layout=None,
     workspace_buffer=None,
-    nvfp4_4over6=None,
+    nvfp4_4over6=-1,
 ):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
     """
-    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
+    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
+        code_4over6 = nvfp4_4over6
+    elif nvfp4_4over6 is None:
+        code_4over6 = 0
+    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
+        code_4over6 = -1
+    else:
         raise TypeError(
             "fp4patch: trtllm_fp4_block_scale_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
             "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
@@ -148,7 +165,7 @@ def entry(
         valid_intermediate_size=valid_intermediate_size,
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         workspace_buffer=workspace_buffer,
-        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+        nvfp4_4over6=code_4over6,
     )
     if do_finalize and output is not None:
         return [output] + list(fresh)
@@ -187,6 +204,7 @@ def op(
     activation_type: int = 3,
     per_token_scale: Optional[torch.Tensor] = None,
     output: Optional[torch.Tensor] = None,
+    tune_max_num_tokens: int = 8192,
     norm_topk_prob: bool = True,
     routing_replay_out: Optional[torch.Tensor] = None,
     num_fused_shared_experts: Optional[int] = None,
@@ -275,6 +293,7 @@ def fake(
     activation_type=3,
     per_token_scale=None,
     output=None,
+    tune_max_num_tokens=8192,
     norm_topk_prob=True,
     routing_replay_out=None,
     num_fused_shared_experts=None,

@@ -1,13 +1,18 @@
 """fp4patch op source for flashinfer.trtllm_fp4_block_scale_routed_moe (TRT-LLM-Gen FP4 block-scale MoE, routing precomputed).
 
-Schema: every parameter of the installed wrapper except ``tune_max_num_tokens`` (tuning-only max-token
-hint; engines pass ``next_power_of_2(num_tokens)`` and Dynamo would specialise on an int in the schema,
-so a new batch size would recompile; under compile the eager body runs with the release default, 8192).
-``topk_ids`` crosses as a list: ``[packed_ids]`` (int32, expert id << 16 | bf16 weight bits) or, from
-0.7.x, ``[ids, weights]`` for the ``(ids, weights)`` tuple form. Enums cross as int
-(``routing_method_type``, ``gated_act_type`` / ``activation_type``, ``hidden_states_scale_layout``);
-``nvfp4_4over6`` as -1 (omitted) or 0 (None). Refused under compile with a clear error: a
-``NVFP44Over6Config`` and ``routing_metadata`` (0.7.x objects that cannot cross the schema).
+Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
+specialise on it, so each new batch size would recompile. Under compile the eager body therefore
+tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
+their schema too). ``topk_ids`` crosses as a list: ``[packed_ids]`` (int32, expert id << 16 | bf16
+weight bits) or, from 0.6.11, ``[ids, weights]`` for the ``(ids, weights)`` tuple form. Enums cross
+as int (``routing_method_type``, ``gated_act_type`` / ``activation_type``,
+``hidden_states_scale_layout``); ``nvfp4_4over6`` as -1 (omitted) or 0 (None). ``routing_metadata``
+crosses only as None. Refused under compile with a clear error naming the argument: a
+``NVFP44Over6Config`` and a ``routing_metadata`` slot (0.7.4 objects that cannot cross the schema).
+MUTATES_ARGS comes from ``RELEASE["mutates"]``, since the mutated parameters differ between
+releases.
 
 Outputs: the wrapper returns a list. Tensors of that list that are the caller's own (``output=`` when
 ``do_finalize``; the weights of the ``(ids, weights)`` form when not) cannot be returned by a custom
@@ -34,13 +39,18 @@ from typing import List, Optional
 
 import torch
 
-# Release data (defaults: FlashInfer 0.7.4).
-#   output_checked_unfinalized: an output= tensor is checked also when do_finalize=False (0.6.0).
-#   unfinalized_needs_tokens: do_finalize=False with 0 tokens fails in the wrapper (from 0.6.18: the
-#     launcher hands back no expert-weights slot for an empty buffer and the wrapper passes None to
-#     torch.from_dlpack); the fake rejects it with the same error.
-RELEASE = {"unfinalized_needs_tokens": True, "output_checked_unfinalized": False}
-MUTATES_ARGS = ("output", "workspace_buffer")
+# Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
+RELEASE = {
+    # the tensor parameters the real call writes into (those this release has)
+    "mutates": ["output", "workspace_buffer"],
+    # an output= tensor is checked also when do_finalize=False (before 0.6.15)
+    "output_checked_unfinalized": False,
+    # do_finalize=False with 0 tokens fails in the wrapper (from 0.6.18: the launcher hands back no
+    # expert-weights slot for an empty buffer and the wrapper passes None to torch.from_dlpack); the
+    # fake rejects it with the same error
+    "unfinalized_needs_tokens": True,
+}
+MUTATES_ARGS = tuple(RELEASE["mutates"])
 
 
 def _as_int(value):
@@ -102,14 +112,21 @@ def entry(
     num_fused_shared_experts=None,
     hidden_states_scale_layout=None,
     workspace_buffer=None,
-    nvfp4_4over6=None,
+    nvfp4_4over6=-1,
     routing_metadata=None,
 ):
     """Called while compiling with every wrapper parameter by keyword; enums and the tuple form to schema types, then OP.
 
-    ``tune_max_num_tokens`` is read here and nowhere else (not part of the schema).
+    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
     """
-    if nvfp4_4over6 is not None and nvfp4_4over6 is not _UNSET:
+    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
+    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
+        code_4over6 = nvfp4_4over6
+    elif nvfp4_4over6 is None:
+        code_4over6 = 0
+    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
+        code_4over6 = -1
+    else:
         raise TypeError(
             "fp4patch: trtllm_fp4_block_scale_routed_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
             "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
@@ -159,7 +176,7 @@ def entry(
         num_fused_shared_experts=num_fused_shared_experts,
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         workspace_buffer=workspace_buffer,
-        nvfp4_4over6=-1 if nvfp4_4over6 is _UNSET else 0,
+        nvfp4_4over6=code_4over6,
     ))
     if do_finalize and output is not None:
         return [output] + fresh
@@ -200,6 +217,7 @@ def op(
     activation_type: int = 3,
     per_token_scale: Optional[torch.Tensor] = None,
     output: Optional[torch.Tensor] = None,
+    tune_max_num_tokens: int = 8192,
     gemm1_lora_delta: Optional[torch.Tensor] = None,
     valid_hidden_size: Optional[int] = None,
     valid_intermediate_size: Optional[int] = None,
@@ -207,6 +225,7 @@ def op(
     hidden_states_scale_layout: Optional[int] = None,
     workspace_buffer: Optional[torch.Tensor] = None,
     nvfp4_4over6: int = -1,
+    routing_metadata: Optional[int] = None,
 ) -> List[torch.Tensor]:
     """Eager body: the wrapper by keyword (enums and the tuple form back); the caller's tensors left out."""
     result = list(WRAPPER(
@@ -288,6 +307,7 @@ def fake(
     activation_type=3,
     per_token_scale=None,
     output=None,
+    tune_max_num_tokens=8192,
     gemm1_lora_delta=None,
     valid_hidden_size=None,
     valid_intermediate_size=None,
@@ -295,6 +315,7 @@ def fake(
     hidden_states_scale_layout=None,
     workspace_buffer=None,
     nvfp4_4over6=-1,
+    routing_metadata=None,
 ):
     """The wrapper's outputs without the caller's tensors (see the module docstring)."""
     num_tokens = hidden_states.shape[0]
