@@ -39,7 +39,8 @@ VERSION = Version(P["version"])
 
 torch.cuda.get_device_capability = lambda device=None: (10, 0)
 torch.cuda.current_device = lambda: 0
-torch.cuda.is_available = lambda: True
+if P.get("mode") != "trace":  # Dynamo saves the CUDA RNG state when CUDA says it is available
+    torch.cuda.is_available = lambda: True
 _Props = collections.namedtuple("_Props", "major minor name multi_processor_count total_memory")
 torch.cuda.get_device_properties = lambda device=None: _Props(10, 0, "fp4patch-test-sm100", 148, 1 << 37)
 
@@ -66,6 +67,16 @@ for m in (mod, utils):
         m.get_compute_capability = lambda device=None: (10, 0)
     if hasattr(m, "device_support_pdl"):
         m.device_support_pdl = lambda device=None: True
+try:  # the enums moved to flashinfer/tllm_enums.py (0.6.8+); fused_moe/core.py imports only some of them
+    _enums = importlib.import_module("flashinfer.tllm_enums")
+except ImportError:
+    _enums = mod
+
+
+def _enum(name):
+    return getattr(mod, name, None) or getattr(_enums, name)
+
+
 if hasattr(mod, "_enabled_trtllm_da_config"):
     mod._enabled_trtllm_da_config = lambda *a, **k: None
 
@@ -137,10 +148,11 @@ class _Spec:
         return []
 
 
-for name in dir(mod):
-    if name.startswith("gen_") and name.endswith("_module"):
-        setattr(mod, name, _Spec)
-mod.setup_cubin_loader = lambda *a, **k: None
+if P.get("stub_kernel", True):  # off: the unpatched trace must meet FlashInfer's real JIT loaders
+    for name in dir(mod):
+        if name.startswith("gen_") and name.endswith("_module"):
+            setattr(mod, name, _Spec)
+    mod.setup_cubin_loader = lambda *a, **k: None
 _from_dlpack = torch.from_dlpack
 torch.from_dlpack = lambda t: t if isinstance(t, torch.Tensor) else _from_dlpack(t)
 
@@ -203,7 +215,7 @@ def trtllm_args(c, m=None):
         "local_expert_offset": 0,
         "local_num_experts": E,
         "routed_scaling_factor": None,
-        "routing_method_type": mod.RoutingMethodType.Renormalize,
+        "routing_method_type": _enum("RoutingMethodType").Renormalize,
         "do_finalize": c["do_finalize"],
     }
     if FUNCTION == "trtllm_fp4_block_scale_moe":
@@ -249,7 +261,7 @@ def cutlass_args(c, m=None):
         "quant_scales": [_t((1,), torch.float32), _t((E, 2 * I, H // 16 // 4), torch.int32), _t((E,), torch.float32),
                       _t((1,), torch.float32), _t((E, H, I // 16 // 4), torch.int32), _t((E,), torch.float32)],
         "input_sf": x_sf,
-        "activation_type": mod.ActivationType.Swiglu,
+        "activation_type": _enum("ActivationType").Swiglu,
     }
     if c.get("output") == "given":
         kw["output"] = _t((m, H), getattr(torch, c["out_dtype"]))
@@ -338,6 +350,173 @@ def run_symbolic():
             out.append(rec)
     return out
 
+
+# --------------------------------------------------------------------------- #
+# mode "trace": the installed (patched or not) public function under torch.compile
+# --------------------------------------------------------------------------- #
+TOKEN_DIM = {"hidden_states", "hidden_states_scale", "routing_logits", "topk_ids", "output", "input", "input_sf",
+             "token_selected_experts", "token_final_scales", "gemm1_lora_delta"}
+
+
+def _where(e):
+    """The last FlashInfer frame Dynamo names in its error (``file:line``), or None."""
+    hits = [ln.strip() for ln in str(e).splitlines() if "flashinfer" in ln and "File " in ln]
+    return hits[-1] if hits else None
+
+
+def run_trace(c, m2):
+    """Compile f(kw, tune) -> wrapper(**kw, tune_max_num_tokens=tune) with M dynamic, call at M and m2."""
+    from fp4patch.trace_probe import _custom_op_nodes
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(kw, tune):
+        return WRAPPER(**kw, tune_max_num_tokens=tune)
+
+    rec = {"case": c}
+    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    try:
+        # a ShapeEnv: the compiled graph then runs on these fake inputs, and the op's fake may need
+        # a new unbacked size (the unfinalized trtllm GEMM2 rows)
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+            calls = []
+            for m in (c["m"], m2):
+                CASE.clear()
+                CASE.update(c, m=m)
+                kw = ARGS(c, m=m)
+                for name, t in kw.items():
+                    for x in t if isinstance(t, tuple) else (t,):
+                        if name in TOKEN_DIM and isinstance(x, torch.Tensor):
+                            torch._dynamo.mark_dynamic(x, 0)
+                out = compiled(kw, 1 << max(m - 1, 0).bit_length())
+                calls.append([meta(t) for t in out])
+        rec["outputs"] = calls
+    except Exception as e:  # noqa: BLE001
+        rec["error"] = _error(e)
+        rec["where"] = _where(e)
+        rec["tb"] = traceback.format_exc()[-3000:]
+    rec["graphs"] = len(graphs)
+    rec["ops"] = [n for gm in graphs for n in _custom_op_nodes(gm)]
+    return rec
+
+
+def run_eager(c):
+    """The eager public call: its outputs, whether it reached the kernel, how often the op entry ran."""
+    name = f"_fp4patch_{FUNCTION}_entry"
+    entry_calls = []
+    real_entry = getattr(mod, name, None)
+    if real_entry is not None:
+        def recording_entry(**kwargs):
+            entry_calls.append(sorted(kwargs))
+            return real_entry(**kwargs)
+
+        setattr(mod, name, recording_entry)
+    CASE.clear()
+    CASE.update(c)
+    before = RESULT["kernel_calls"]
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+            out = WRAPPER(**ARGS(c))
+        return {"outputs": [meta(t) for t in out], "kernel": RESULT["kernel_calls"] - before, "entry_calls": len(entry_calls)}
+    finally:
+        if real_entry is not None:
+            setattr(mod, name, real_entry)
+
+
+def _value_for(name, annotation, default):
+    """A non-default value of a parameter of the op, as it crosses the schema, and what the wrapper should get."""
+    a = str(annotation)
+    if name == "topk_ids":
+        t = torch.full((3, 2), 7, dtype=torch.int32)
+        return [t], t
+    if name == "nvfp4_4over6":
+        return 0, None
+    if name == "hidden_states_scale_layout":
+        return 1, _enum("SfLayout")(1)
+    if name in ("activation_type", "gated_act_type"):
+        value = 4 if default != 4 else 2
+        return value, (_enum("ActivationType")(value) if FUNCTION == "cutlass_fused_moe" else value)
+    if name == "output_dtype":
+        return torch.float16, torch.float16
+    if name == "quant_scales":
+        t = torch.full((5,), 3.0)
+        return [t], [t]
+    if name == "profile_ids":
+        return [1, 2], [1, 2]
+    if "Tensor" in a:
+        t = torch.full((len(name),), float(len(name)))
+        return t, t
+    if "bool" in a:
+        v = not default if isinstance(default, bool) else True
+        return v, v
+    if "float" in a:
+        return 0.25, 0.25
+    if "str" in a:
+        return "other-backend", "other-backend"
+    if "int" in a:
+        v = (default or 0) + 5 if isinstance(default, int) else 5
+        return v, v
+    raise AssertionError(f"no test value for {name}: {a}")
+
+
+def _show(v):
+    if isinstance(v, torch.Tensor):
+        return f"<tensor {tuple(v.shape)} {v.dtype} {v.flatten()[0].item() if v.numel() else ''}>"
+    if isinstance(v, (list, tuple)):
+        return [_show(x) for x in v]
+    return repr(v)
+
+
+def run_forwarding():
+    """Call the registered op directly (eager) once per parameter with that one parameter non-default;
+    the wrapper the op body calls is replaced by a recorder: every value must arrive under its own name."""
+    op = getattr(torch.ops.fp4patch, OP_NAME.split("::")[1]).default
+    schema = {a.name: a for a in op._schema.arguments}
+    sig = inspect.signature(inspect.unwrap(getattr(mod, f"_fp4patch_{FUNCTION}_entry")))
+    seen = []
+
+    def recorder(**kwargs):
+        seen.append(kwargs)
+        return [torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.zeros(1)]
+
+    base = {}
+    for name, a in schema.items():
+        if not a.has_default_value():
+            base[name] = _value_for(name, a.type, None)[0]
+    results = {}
+    saved = getattr(mod, FUNCTION)
+    setattr(mod, FUNCTION, recorder)
+    try:
+        for name, a in schema.items():
+            sent, expected = _value_for(name, a.type, a.default_value if a.has_default_value() else None)
+            args = dict(base, **{name: sent})
+            seen.clear()
+            op(**args)
+            got = seen[-1] if seen else {}
+            results[name] = {"expected": _show(expected), "got": _show(got[name]) if name in got else "<not passed>"}
+    finally:
+        setattr(mod, FUNCTION, saved)
+    return {"results": results, "entry_params": list(sig.parameters)}
+
+
+if P.get("mode") == "trace":
+    for FUNCTION, SPEC in P["functions"].items():
+        WRAPPER = getattr(mod, FUNCTION)
+        ARGS = cutlass_args if FUNCTION == "cutlass_fused_moe" else trtllm_args
+        OP_NAME = SPEC.get("op_name")
+        res = {"trace": [run_trace(c, SPEC["m2"]) for c in SPEC["cases"]]}
+        if P.get("stub_kernel", True):
+            res["eager"] = [run_eager(c) for c in SPEC["cases"]]
+        if OP_NAME:
+            res["forwarding"] = run_forwarding()
+        RESULT[FUNCTION] = res
+    print(MARK + json.dumps(RESULT))
+    sys.exit(0)
 
 for FUNCTION, SPEC in P["functions"].items():
     WRAPPER = getattr(mod, FUNCTION)

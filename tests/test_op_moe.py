@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ from packaging.version import Version
 
 from fp4patch.spec import load_specs
 
-from .conftest import SPECS_DIR, release_site
+from .conftest import SPECS_DIR, release_site, run_cli
 
 pytestmark = [
     pytest.mark.torch,
@@ -211,3 +212,112 @@ def test_fake_under_backed_and_unbacked_token_counts(child_result, function: str
         assert isinstance(first, str) and first.startswith("sym:"), rec["fake"]
         if rec["kind"] == "unbacked" and not (function != "cutlass_fused_moe" and not rec["case"]["do_finalize"]):
             assert _is_unbacked(first), rec["fake"]
+
+
+# --------------------------------------------------------------------------- #
+# After `fp4patch apply`: the public functions under torch.compile(fullgraph=True)
+# --------------------------------------------------------------------------- #
+TRACE_VERSIONS = ["0.6.0", "0.7.4"]
+# The wall Dynamo meets in each unpatched function with this test's CPU stand-ins, as the last
+# FlashInfer frame it names. trtllm: the cubin loader's logger.debug (as in the FP4-path scan of
+# 2026-11-30). cutlass: 0.6.0 the JIT build's nvcc flags (compilation_context.get_nvcc_flags_list),
+# 0.7.4 the wrapper's torch.cuda.device context (with an installed CUDA torch the scan met
+# cutlass_supports_sm107's read_text() first; both are before the kernel).
+UNPATCHED_WALL = {
+    "trtllm_fp4_block_scale_moe": "load_cubin",
+    "trtllm_fp4_block_scale_routed_moe": "load_cubin",
+    "cutlass_fused_moe": {"0.6.0": "get_nvcc_flags_list", "0.7.4": "in cutlass_fused_moe"},
+}
+# Parameters the op receives but does not forward: the tuning-only hint (the wrapper's default is
+# used under compile) and routing_metadata (refused by entry unless None).
+NOT_FORWARDED = {"tune_max_num_tokens", "routing_metadata"}
+
+
+def trace_cases(function: str) -> list[dict]:
+    if function == "cutlass_fused_moe":
+        return [dict(SHAPE, m=8, act="nvfp4", out_dtype="bfloat16"), dict(SHAPE, m=8, act="bf16", out_dtype="bfloat16", output="given")]
+    cases = [dict(SHAPE, m=8, do_finalize=True, act="nvfp4", logits_dtype="bfloat16", output="given")]
+    cases.append(dict(SHAPE, m=8, do_finalize=False, act="nvfp4", logits_dtype="float32"))
+    return cases
+
+
+def run_trace_child(site: Path, version: str, patched: bool) -> dict:
+    functions = {}
+    for fn in FUNCTIONS:
+        functions[fn] = {"cases": trace_cases(fn), "m2": 24}
+        if patched:
+            functions[fn]["op_name"] = rendered(fn, version).op_name
+    params = {"version": version, "mode": "trace", "stub_kernel": patched, "functions": functions}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run(
+        [sys.executable, str(CHILD), json.dumps(params)], capture_output=True, text=True, env=env, cwd=site, timeout=900, check=False
+    )
+    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
+    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return json.loads(lines[-1])
+
+
+_traces: dict[tuple[str, bool], dict] = {}
+
+
+@pytest.fixture
+def trace_result(tmp_path_factory):
+    """Call with (version, patched): the trace child's result on a private copy of the release."""
+
+    def get(version: str, patched: bool) -> dict:
+        key = (version, patched)
+        if key not in _traces:
+            site = tmp_path_factory.mktemp(f"moe-{version}-{'patched' if patched else 'unpatched'}") / "site-packages"
+            shutil.copytree(release_site(version, tmp_path_factory, sources_only=True), site, copy_function=os.link)
+            if patched:
+                specs = [a for fn in FUNCTIONS for a in ("--spec", f"{fn.replace('_', '-')}-fullgraph")]
+                run_cli("apply", "--site-packages", str(site), *specs, check=True)
+            _traces[key] = run_trace_child(site, version, patched)
+        return _traces[key]
+
+    return get
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_unpatched_stops_at_the_jit_loader(trace_result, function: str, version: str) -> None:
+    wall = UNPATCHED_WALL[function]
+    wall = wall[version] if isinstance(wall, dict) else wall
+    for rec in trace_result(version, False)[function]["trace"]:
+        assert "error" in rec and rec["graphs"] == 0, rec
+        assert rec["where"] and wall in rec["where"], (rec["error"], rec["where"])
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_patched_is_one_graph_with_one_op_and_no_recompile(trace_result, function: str, version: str) -> None:
+    op_name = rendered(function, version).op_name
+    for rec in trace_result(version, True)[function]["trace"]:
+        assert "error" not in rec, rec
+        # two token counts (M=8, then 24 with a new tune_max_num_tokens): one graph, compiled once
+        assert rec["graphs"] == 1, rec
+        assert rec["ops"] == [op_name], rec
+        first, second = rec["outputs"]
+        assert len(first) == len(second)
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_patched_eager_call_does_not_go_through_the_op(trace_result, function: str, version: str) -> None:
+    before = trace_result(version, True)[function]["eager"]
+    for rec in before:
+        assert rec["entry_calls"] == 0 and rec["kernel"] >= 1, rec
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_op_body_forwards_every_argument_by_name(trace_result, function: str, version: str) -> None:
+    forwarding = trace_result(version, True)[function]["forwarding"]
+    results = forwarding["results"]
+    assert list(results) == forwarding["entry_params"]
+    for name, r in results.items():
+        if name in NOT_FORWARDED:
+            assert r["got"] == "<not passed>", (name, r)
+        else:
+            assert r["got"] == r["expected"], (name, r)
