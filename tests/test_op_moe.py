@@ -48,7 +48,7 @@ MARK = "FP4PATCH-CHILD-RESULT "
 FUNCTIONS = ("trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe")
 # 0.6.0, 0.7.4 and every release where one of the three wrappers changes its parameters or the way it
 # allocates / returns outputs (found by reading each wheel's flashinfer/fused_moe/core.py).
-VERSIONS = ["0.6.0", "0.6.3", "0.6.5", "0.6.8", "0.6.11", "0.6.15", "0.6.18", "0.7.0", "0.7.4"]
+VERSIONS = ["0.6.0", "0.6.3", "0.6.5", "0.6.8", "0.6.11", "0.6.12", "0.6.15", "0.6.18", "0.7.0", "0.7.4"]
 SHAPE = {"experts": 8, "hidden": 256, "intermediate": 256, "top_k": 2}
 M_GRID = [0, 1, 8, 127, 129]
 

@@ -49,6 +49,8 @@ RELEASE = {
     # expert-weights slot for an empty buffer and the wrapper passes None to torch.from_dlpack); the
     # fake rejects it with the same error
     "unfinalized_needs_tokens": True,
+    # topk_ids may be an (ids, weights) pair (from 0.6.12; 0.6.11 annotates it but reads .dtype)
+    "tuple_topk_ids": True,
 }
 MUTATES_ARGS = tuple(RELEASE["mutates"])
 
@@ -318,6 +320,8 @@ def fake(
     routing_metadata=None,
 ):
     """The wrapper's outputs without the caller's tensors (see the module docstring)."""
+    if len(topk_ids) == 2 and not RELEASE["tuple_topk_ids"]:
+        raise AttributeError("'tuple' object has no attribute 'dtype'")
     num_tokens = hidden_states.shape[0]
     hidden = _unpacked_hidden(hidden_states)
     if valid_hidden_size is not None:
