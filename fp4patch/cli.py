@@ -198,6 +198,7 @@ def verify(
     specs_dir: SpecsDirOpt = None,
     applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
+    opcheck: Annotated[bool, typer.Option("--opcheck", help="Also run torch.library.opcheck of every patched op against the real kernel (needs a CUDA GPU in the target environment).")] = False,
     against: Annotated[Optional[str], typer.Option("--against", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Like --against, for a local wheel file.")] = None,
     sdist: Annotated[Optional[Path], typer.Option("--sdist", help="Like --against, for a local sdist (.tar.gz) file.")] = None,
@@ -245,8 +246,14 @@ def verify(
 
             cases = run_probe(env, where if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
+        checked = None
+        if opcheck:
+            from .trace import run_opcheck
+
+            checked = run_opcheck(env, where if site_packages else None)
+            ok = ok and not any(r["status"] == "failed" for r in checked)
         output = "json" if as_json else "github" if github else "table"
-        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet)
+        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, opcheck=checked)
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)

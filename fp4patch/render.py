@@ -111,6 +111,18 @@ def trace_table(cases: list[dict[str, Any]]) -> Table:
     return table
 
 
+def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Plain lines for ``verify --opcheck`` results (:func:`fp4patch.trace.run_opcheck`): a count per
+    status, then one aligned line per case that did not pass (function, case, status, detail)."""
+    counts = {status: sum(1 for r in results if r["status"] == status) for status in ("passed", "failed", "skipped")}
+    lines = [f"opcheck against the real kernels: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"]
+    width = max((len(r["function"]) for r in results), default=0)
+    for r in results:
+        if r["status"] != "passed":
+            lines.append(f"  {r['function']:<{width}}  {r['case']}  {r['status']}  {r['detail']}")
+    return lines
+
+
 def failure_hint(reports: list[dict[str, Any]], ok_states: Iterable[str], cases: list[dict[str, Any]] | None) -> str:
     """One line: what failed and what to do next."""
     ok_states = set(ok_states)
@@ -218,6 +230,7 @@ def verify_output(
     cases: list[dict[str, Any]] | None = None,
     specs: Mapping[str, Any] | None = None,
     quiet: bool = False,
+    opcheck: list[dict[str, Any]] | None = None,
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
@@ -230,6 +243,8 @@ def verify_output(
         payload = {**header, "ok": ok, "interrupted": interrupted, "specs": reports}
         if cases is not None:
             payload["trace"] = cases
+        if opcheck is not None:
+            payload["opcheck"] = opcheck
         print(json.dumps(payload, indent=2))
     elif output == "github":
         github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs)
@@ -240,10 +255,14 @@ def verify_output(
         out.print(reports_table(f"{header['distribution']} {header['version']}", reports))
         if cases is not None:
             out.print(trace_table(cases))
+        if opcheck is not None:
+            out.print("\n".join(opcheck_lines(opcheck)), markup=False, highlight=False)
         out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {failure_hint(reports, ok_states, cases)}")
     else:
         lines = [f"{header['distribution']} {header['version']} in {header['site_packages']}", *reports_lines(reports)]
         print("\n".join(lines), flush=True)
         if cases is not None:
             _console("out").print(trace_table(cases))
+        if opcheck is not None:
+            print("\n".join(opcheck_lines(opcheck)), flush=True)
         print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases)}", flush=True)
