@@ -175,3 +175,34 @@ def test_unknown_function_is_a_usage_error() -> None:
     done = run_cli("scan", "--function", "no_such_function")
     assert done.returncode == 2
     assert done.stderr.startswith("fp4patch: error: --function no_such_function: not a scan entry; choose from fp4_quantize,")
+
+
+def test_rendering_of_each_status() -> None:
+    """The log lines and the terminal table show each status as documented (results made here, not scanned)."""
+    from rich.console import Console
+
+    from fp4patch.render import scan_summary, scan_table
+
+    base = dict.fromkeys(("graphs", "graph_breaks", "ops", "error", "explanation", "location", "source", "defined_at"))
+    results = [
+        {**base, "name": "fp4_quantize", "function": "fp4_quantize", "spec": "fp4-quantize-fullgraph", "status": "compiles", "passed": True,
+         "graphs": 1, "graph_breaks": 0, "ops": ["fp4patch::fp4_quantize"]},
+        {**base, "name": "mm_fp4[auto]", "function": "mm_fp4", "spec": "mm-fp4-fullgraph", "status": "fails", "passed": False,
+         "error": "Unsupported: setattr() on unsupported type", "location": "flashinfer/utils.py:1575",
+         "source": "wrapper.dropped_experimental_backends = []"},
+        {**base, "name": "rmsnorm_quant", "function": "rmsnorm_quant", "spec": "rmsnorm-quant-fullgraph", "status": "not-present", "passed": False},
+    ]
+    for r in results:
+        validate("scan_result", r)
+    assert scan_lines(results) == [
+        "  fp4_quantize   compiles (1 graph, ops: fp4patch::fp4_quantize)",
+        "  mm_fp4[auto]   Unsupported: setattr() on unsupported type at flashinfer/utils.py:1575: wrapper.dropped_experimental_backends = []",
+        "  rmsnorm_quant  not present",
+    ]
+    assert scan_summary(results) == "1/2 present functions compile as one graph"
+    console = Console(width=300, record=True, color_system=None)
+    console.print(scan_table("t", results))
+    text = console.export_text()
+    assert "mm_fp4[auto]" in text  # square brackets are not taken for rich markup
+    for needle in ("compiles (1 graph, ops: fp4patch::fp4_quantize)", "flashinfer/utils.py:1575", "not-present"):
+        assert needle in text
