@@ -14,7 +14,8 @@ function making that call with ``torch.compile(fullgraph=True)`` and a backend t
 FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
 
 * ``compiles``: one graph, no graph break, and the non-aten ops in it (``ns::name``);
-* ``fails``: the Dynamo error's first line verbatim, its ``Explanation:`` line, and the
+* ``fails``: the Dynamo error's first line verbatim, its ``Explanation:`` line (and for an
+  ``Observed exception``, the exception FlashInfer raised, as ``raised``), and the
   ``flashinfer/...py:LINE`` (with that source line) where tracing stopped: the innermost frame
   inside the flashinfer package of the exception's user stack (Dynamo's ``real_stack``), else of
   its traceback;
@@ -345,7 +346,7 @@ def scan_one(entry, torch, flashinfer):
     probe = _trace_probe()
     result = {
         "name": entry["name"], "function": entry["function"], "spec": spec_for(entry), "status": "not-present", "passed": False,
-        "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "location": None, "source": None, "defined_at": None,
+        "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None, "location": None, "source": None, "defined_at": None,
     }
     fn = _find(flashinfer, entry["function"])
     if fn is None:
@@ -396,12 +397,16 @@ def scan_one(entry, torch, flashinfer):
     except Exception as exc:  # noqa: BLE001 - Dynamo / fake failures: first line verbatim, and where it stopped
         lines = str(exc).strip().splitlines()
         explanation = [ln.strip() for ln in lines if ln.strip().startswith("Explanation:")]
+        # an exception FlashInfer raised while traced ("Observed exception"): what it was
+        raised = [ln.strip()[len("Developer debug context: raised exception "):] for ln in lines
+                  if ln.strip().startswith("Developer debug context: raised exception ")]
         where, line, source = stopped_at(exc, os.path.dirname(os.path.realpath(flashinfer.__file__)))
         result.update(
             status="fails",
             graphs=len(graphs),
             error="{}: {}".format(type(exc).__name__, lines[0] if lines else ""),
             explanation=explanation[0] if explanation else None,
+            raised=raised[0][:300] if raised else None,
             location=f"{where}:{line}" if where else None,
             source=source,
         )
@@ -429,6 +434,8 @@ def describe(r):
     if r["status"] == "no-call":
         return "not scanned: {}".format(r["error"])
     text = r["error"] or "fails"
+    if r.get("raised"):
+        text += " ({})".format(r["raised"] if len(r["raised"]) <= 80 else r["raised"][:77] + "...")
     if r.get("location"):
         text += " at {}".format(r["location"])
     if r.get("source"):

@@ -183,23 +183,28 @@ def test_rendering_of_each_status() -> None:
 
     from fp4patch.render import scan_summary, scan_table
 
-    base = dict.fromkeys(("graphs", "graph_breaks", "ops", "error", "explanation", "location", "source", "defined_at"))
+    base = dict.fromkeys(("graphs", "graph_breaks", "ops", "error", "explanation", "raised", "location", "source", "defined_at"))
     results = [
         {**base, "name": "fp4_quantize", "function": "fp4_quantize", "spec": "fp4-quantize-fullgraph", "status": "compiles", "passed": True,
          "graphs": 1, "graph_breaks": 0, "ops": ["fp4patch::fp4_quantize"]},
         {**base, "name": "mm_fp4[auto]", "function": "mm_fp4", "spec": "mm-fp4-fullgraph", "status": "fails", "passed": False,
          "error": "Unsupported: setattr() on unsupported type", "location": "flashinfer/utils.py:1575",
          "source": "wrapper.dropped_experimental_backends = []"},
+        {**base, "name": "mm_fp4[cutlass]", "function": "mm_fp4", "spec": "mm-fp4-fullgraph", "status": "fails", "passed": False,
+         "error": "Unsupported: Observed exception", "raised": "RuntimeError('cuDNN is not available.')",
+         "location": "flashinfer/gemm/gemm_base.py:1137", "source": "raise RuntimeError("},
         {**base, "name": "rmsnorm_quant", "function": "rmsnorm_quant", "spec": "rmsnorm-quant-fullgraph", "status": "not-present", "passed": False},
     ]
     for r in results:
         validate("scan_result", r)
     assert scan_lines(results) == [
-        "  fp4_quantize   compiles (1 graph, ops: fp4patch::fp4_quantize)",
-        "  mm_fp4[auto]   Unsupported: setattr() on unsupported type at flashinfer/utils.py:1575: wrapper.dropped_experimental_backends = []",
-        "  rmsnorm_quant  not present",
+        "  fp4_quantize     compiles (1 graph, ops: fp4patch::fp4_quantize)",
+        "  mm_fp4[auto]     Unsupported: setattr() on unsupported type at flashinfer/utils.py:1575: wrapper.dropped_experimental_backends = []",
+        ("  mm_fp4[cutlass]  Unsupported: Observed exception (RuntimeError('cuDNN is not available.'))"
+        " at flashinfer/gemm/gemm_base.py:1137: raise RuntimeError("),
+        "  rmsnorm_quant    not present",
     ]
-    assert scan_summary(results) == "1/2 present functions compile as one graph"
+    assert scan_summary(results) == "1/3 present functions compile as one graph"
     console = Console(width=300, record=True, color_system=None)
     console.print(scan_table("t", results))
     text = console.export_text()
