@@ -209,7 +209,6 @@ def render(target: CustomOpTarget) -> Rendered:
     has_mutates = any(_assigns(s, "MUTATES_ARGS") for s in data)
     if not has_mutates:
         data.append(cst.parse_statement("MUTATES_ARGS = ()\n"))
-    body.extend(imports)
     body.append(
         cst.parse_statement(
             'if getattr(getattr(torch, "library", None), "custom_op", None) is None or getattr(\n'
@@ -245,10 +244,17 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     tail = cst.parse_module(_TAIL.format(fn=fn))
-    block_module = cst.Module(body=[register, *tail.body])
-    block = block_module.code
+    # The op source's imports stand at module level: custom_op resolves string annotations (a module
+    # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
-    fingerprint = hashlib.sha256((redirect + "\n" + block).encode()).hexdigest()[:8]
+    # The fingerprint covers the code, not the provenance comments: same schema, fake and data, same name.
+    code = cst.Module(body=[*imports, register.with_changes(leading_lines=[]), *tail.body]).code
+    fingerprint = hashlib.sha256((redirect + "\n" + code).encode()).hexdigest()[:8]
+    if imports:
+        imports[0] = imports[0].with_changes(leading_lines=register.leading_lines)
+        register = register.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    block_module = cst.Module(body=[*imports, register, *tail.body])
+    block = "".join(line.rstrip() + "\n" for line in block_module.code.splitlines())  # no indented blank lines
     op_name = f"{fn}_{fingerprint}"
     return Rendered(f"fp4patch::{op_name}", redirect, block.replace(_NAME_SENTINEL, op_name))
 

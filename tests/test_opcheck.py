@@ -1,0 +1,68 @@
+"""``fp4patch verify --opcheck`` where it can be checked without a GPU: its refusal and its op lookup.
+
+The probe's real run (``torch.library.opcheck`` of every patched op against the real kernels) needs a
+CUDA device; its H200 results are in the README ("GPU results").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4patch.opcheck_probe import CASES
+from fp4patch.render import opcheck_lines
+
+from .conftest import run_cli
+from .test_trace_fullgraph import linked_site  # noqa: F401 - fixture
+
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
+]
+
+PROBE = Path(__file__).resolve().parent.parent / "fp4patch" / "opcheck_probe.py"
+
+
+def test_opcheck_without_a_gpu_says_so_in_one_line(linked_site) -> None:  # noqa: F811
+    site = linked_site("0.6.0")
+    run_cli("apply", "--site-packages", str(site), check=True)
+    done = run_cli("verify", "--opcheck", "--site-packages", str(site))
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA device" in lines[0] and "--opcheck needs a CUDA GPU" in lines[0], done.stderr
+
+
+def test_probe_finds_the_fingerprinted_op_of_each_patched_function(linked_site) -> None:  # noqa: F811
+    site = linked_site("0.6.0")
+    unpatched = linked_site("0.6.0", "unpatched")
+    run_cli("apply", "--site-packages", str(site), check=True)
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import opcheck_probe as p;"
+        "print(json.dumps({f: (str(op._schema.name) if op is not None else None) for f in p.CASES for op in [p.patched_op(f)]}))"
+    )
+    found = {}
+    for name, where in (("patched", site), ("unpatched", unpatched)):
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}, "PYTHONPATH": str(where)}
+        done = subprocess.run([sys.executable, "-c", script, str(PROBE.parent)], capture_output=True, text=True, env=env, check=False, cwd=where)
+        assert done.returncode == 0, done.stderr[-3000:]
+        found[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(op is None for op in found["unpatched"].values()), found
+    assert found["patched"]["fp4_quantize"].startswith("fp4patch::fp4_quantize_"), found
+
+
+def test_opcheck_lines_count_each_status_and_list_what_did_not_pass() -> None:
+    results = [
+        {"function": "fp4_quantize", "case": "M=1", "status": "passed", "detail": ""},
+        {"function": "mm_fp4", "case": "M=8", "status": "skipped", "detail": "ValueError: does not support backend 'cutlass' with capability 90"},
+        {"function": "bmm_fp8", "case": "M=8", "status": "failed", "detail": "AssertionError: fake differs"},
+    ]
+    lines = opcheck_lines(results)
+    assert lines[0] == "opcheck against the real kernels: 1 passed, 1 failed, 1 skipped"
+    assert [line.split()[0] for line in lines[1:]] == ["mm_fp4", "bmm_fp8"] and "capability 90" in lines[1]
+    assert set(CASES) >= {"fp4_quantize", "bmm_fp8", "mm_fp4"}
