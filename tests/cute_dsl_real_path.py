@@ -238,6 +238,10 @@ def cases():
         for k in (40, 48):  # K not a multiple of sf_vec_size; K / 16 not a multiple of 4
             yield {"m": 8, "k": k, "kind": "2d", "dtype": "bfloat16", "sf_vec_size": sf_vec_size, "sf_use_ue8m0": ue8m0,
                    "is_sf_swizzled_layout": True, "is_sf_8x4_layout": False}
+        for global_scale in ("none", "per-expert"):  # the NVFP4 driver wants one element
+            for m in (0, 8):
+                yield {"m": m, "k": 64, "kind": "2d", "dtype": "bfloat16", "sf_vec_size": sf_vec_size, "sf_use_ue8m0": ue8m0,
+                       "is_sf_swizzled_layout": True, "is_sf_8x4_layout": False, "global_scale": global_scale}
     # the NVFP4 TMA kernel: floor(log2 M) + floor(log2 K) >= 25 from M = 4096 at K = 8192 (M % 16 != 0 shows 16-row padding)
     for m, k in ((4095, 8192), (4097, 8192), (1025, 1 << 15), (1023, 1 << 16), (4097, 8704), (4097, 8200)):
         for dtype in ("bfloat16", "float8_e4m3fn"):
@@ -308,7 +312,9 @@ def run(params: dict) -> dict:
                     kwargs = {key: case[key] for key in ("sf_vec_size", "sf_use_ue8m0", "is_sf_swizzled_layout", "is_sf_8x4_layout")}
                     with FakeTensorMode(allow_non_fake_inputs=True):
                         x = _input(torch, case)
-                        gs = torch.ones(1, dtype=torch.float32, device="cuda")
+                        gs = {"none": None, "per-expert": torch.ones(4, dtype=torch.float32, device="cuda")}.get(
+                            case.get("global_scale"), torch.ones(1, dtype=torch.float32, device="cuda")
+                        )
                         with aten_tensor_methods():
                             expected = _outcome(real, x, gs, kwargs)
                         got = _outcome(op, x, gs, kwargs)

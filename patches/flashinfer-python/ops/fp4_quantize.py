@@ -119,7 +119,7 @@ def _cute_dsl_tma(m, k):
     return k_ok * _at_least(m, min_m) * log_ok
 
 
-def _cute_dsl_fake(input, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_sf_8x4_layout, nvfp4_4over6):
+def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_sf_8x4_layout, nvfp4_4over6):
     # fp4_quantize(backend="cute-dsl") from the wrapper's checks on: _fp4_quantize_cute_dsl, then
     # nvfp4_quantize_cute_dsl (sf_vec_size 16, E4M3 scales) or mxfp4_quantize_cute_dsl (32, UE8M0)
     nvfp4 = sf_vec_size == 16 and not sf_use_ue8m0
@@ -154,6 +154,11 @@ def _cute_dsl_fake(input, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_s
     if recipe in ("driver", "wrapper") and recipe_on and fp8:
         raise ValueError(RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
     empty = nvfp4 and RELEASE["cute_dsl_empty_return"] and (_known(m == 0, False) or _known(k == 0, False))
+    if nvfp4 and not empty:  # the NVFP4 driver's global_scale.float().reshape(1), or float(global_scale)
+        if global_scale is None:
+            float(global_scale)  # TypeError, in this Python's words
+        elif isinstance(global_scale.numel(), int) and global_scale.numel() != 1:
+            raise RuntimeError("shape '[1]' is invalid for input of size %d" % global_scale.numel())
     if recipe == "driver-after-empty" and recipe_on and fp8 and not empty:
         raise ValueError(RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
     cols = k // sf_vec_size
@@ -280,7 +285,7 @@ def fake(
     if backend not in RELEASE["backends"]:
         raise ValueError(RELEASE["unknown_backend"].format(backend=backend))
     if backend == "cute-dsl":
-        return _cute_dsl_fake(input, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_sf_8x4_layout, nvfp4_4over6)
+        return _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_sf_8x4_layout, nvfp4_4over6)
     shape = list(input.shape)
     is_column_major = input.stride(-2) == 1
     if is_column_major:
