@@ -133,13 +133,14 @@ def test_fake_takes_an_unbacked_m(target, env: dict, monkeypatch) -> None:
     shape_env = ShapeEnv()
     with FakeTensorMode(shape_env=shape_env):
         u = shape_env.create_unbacked_symint()
+        gs = torch.ones(1, dtype=torch.float32, device="cuda")
         for k in (7168, 8192):
             x = torch.empty(u, k, dtype=torch.bfloat16, device="cuda")
             for sf_vec_size, nvfp4 in ((16, True), (32, False)):
                 for layout, kwargs in LAYOUTS.items():
                     if not nvfp4 and layout == "8x4" and not release["cute_dsl_mxfp4_8x4"]:
                         continue
-                    x_q, sf = op(x, backend="cute-dsl", sf_vec_size=sf_vec_size, sf_use_ue8m0=not nvfp4, **kwargs)
+                    x_q, sf = op(x, gs, backend="cute-dsl", sf_vec_size=sf_vec_size, sf_use_ue8m0=not nvfp4, **kwargs)
                     assert x_q.shape[0] is u or str(x_q.shape[0]) == str(u)
                     assert x_q.shape[1] == k // 2 and x_q.stride(1) == 1 and x_q.dtype == sf.dtype == torch.uint8
                     for m in (0, 1, 8, 127, 129, 4095, 4097, 8193):
@@ -165,7 +166,7 @@ def test_fake_takes_an_unbacked_k_at_the_tma_crossover(target) -> None:
         u = shape_env.create_unbacked_symint()
         torch._check(u >= 512)
         x = torch.empty(4097, u, dtype=torch.bfloat16, device="cuda")
-        x_q, sf = op(x, backend="cute-dsl", is_sf_8x4_layout=True)
+        x_q, sf = op(x, torch.ones(1, dtype=torch.float32, device="cuda"), backend="cute-dsl", is_sf_8x4_layout=True)
         assert x_q.shape[0] == 4097 and str(x_q.shape[1]) == str(u // 2)
         for k in (4096, 8192, 8200, 8704, 1 << 14):
             assert _at(sf.shape[0], u, k) == _expected_rows(release, True, "8x4", 4097, k, {}), k
@@ -184,13 +185,14 @@ def test_compiled_cute_dsl_call_with_symbolic_m_is_one_graph(target, mode: str) 
         graphs.append(gm)
         return lambda *args: (torch.zeros(()),)
 
-    defaults = {"global_scale": None, "sf_vec_size": 16, "sf_use_ue8m0": False, "is_sf_swizzled_layout": True, "is_sf_8x4_layout": True,
+    defaults = {"sf_vec_size": 16, "sf_use_ue8m0": False, "is_sf_swizzled_layout": True, "is_sf_8x4_layout": True,
                 "is_global_scale_inversed": False, "enable_pdl": None, "backend": "cute-dsl", "nvfp4_4over6": None, "batch_invariant": False}
 
-    def f(x):
-        # the CuTe-DSL drivers assert input.is_cuda: a CUDA copy, traced on fake tensors (the backend runs nothing)
+    def f(x, gs):
+        # the CuTe-DSL drivers assert input.is_cuda: CUDA copies, traced on fake tensors (the backend runs nothing)
         x = torch.ops.aten._to_copy.default(x, device=torch.device("cuda"))
-        q, sf = entry(input=x, **{name: value for name, value in defaults.items() if name in params})
+        gs = torch.ops.aten._to_copy.default(gs, device=torch.device("cuda"))
+        q, sf = entry(input=x, global_scale=gs, **{name: value for name, value in defaults.items() if name in params})
         return q.float().sum() + sf.float().sum()
 
     torch._dynamo.reset()
@@ -199,12 +201,15 @@ def test_compiled_cute_dsl_call_with_symbolic_m_is_one_graph(target, mode: str) 
         torch._dynamo.mark_dynamic(x, 0)
     elif mode == "mark_unbacked":
         torch._dynamo.decorators.mark_unbacked(x, 0)
-    torch.compile(f, fullgraph=True, backend=record, dynamic=True if mode == "dynamic" else None)(x)
+    torch.compile(f, fullgraph=True, backend=record, dynamic=True if mode == "dynamic" else None)(x, torch.ones(1))
     assert len(graphs) == 1
     calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and str(n.target).startswith("fp4patch.")]
     assert [str(n.target) for n in calls] == [str(op)]
     (q_meta, _sf_meta) = calls[0].meta["example_value"]
-    placeholder = next(n for n in graphs[0].graph.nodes if n.op == "placeholder" and isinstance(n.meta["example_value"], torch.Tensor))
+    placeholder = next(
+        n for n in graphs[0].graph.nodes if n.op == "placeholder" and isinstance(n.meta["example_value"], torch.Tensor)
+        and n.meta["example_value"].dim() == 2
+    )
     m = placeholder.meta["example_value"].shape[0]
     assert not isinstance(m, int), "M must stay symbolic"
     assert str(q_meta.shape[0]) == str(m) and q_meta.shape[1] == 4096

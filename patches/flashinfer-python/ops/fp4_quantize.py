@@ -21,8 +21,11 @@ until 0.7.0.post1; the TMA kernel runs from M, K and the input dtype up to 0.6.1
 ``FLASHINFER_NVFP4_QUANTIZE_USE_TMA=1`` after), where the ``FLASHINFER_NVFP4_4OVER6`` recipe is refused
 for fp8 input, and the empty-input return of 0.7.0+. The TMA choice follows M as guard-free integer
 arithmetic, so a symbolic or unbacked M stays symbolic. From 0.7.1 the TMA and SM107 kernels lay out
-as the vector kernel, so the device (which a fake cannot see) never changes the layout. Not checked
-by the fake (the op raises when it runs): CuTe-DSL not installed, a GPU without block-scale support.
+as the vector kernel, so the device (which a fake cannot see) never changes the layout. Rejected as
+the real path rejects them, same class and message: a recipe other than NVFP4 / MXFP4, MXFP4 8x4
+before 0.6.12, a dtype or K the drivers assert against, a non-CUDA input, NVFP4 without a global scale
+or with one of more than one element, fp8 input with the ``FLASHINFER_NVFP4_4OVER6`` recipe. Not
+checked by the fake (the op raises when it runs): CuTe-DSL not installed, a GPU below SM100.
 
 Refused under compile (their layouts are not mirrored): ``batch_invariant=True`` and an
 ``nvfp4_4over6`` config object. A backend the release does not have is the wrapper's ``ValueError``.
