@@ -152,7 +152,7 @@ def test_fake_takes_an_unbacked_m(target, env: dict, monkeypatch) -> None:
                         assert got == (rows, cols, cols), (layout, sf_vec_size, k, m, str(sf.shape[0]))
 
 
-@pytest.mark.parametrize("target", [t for t in CUTE_TARGETS if _release(t)["cute_dsl_tma"] == "sizes"][:1], ids=str)
+@pytest.mark.parametrize("target", [t for t in CUTE_TARGETS if _release(t)["cute_dsl_tma"] == "sizes"][:1], ids=lambda t: str(t.versions))
 def test_fake_takes_an_unbacked_k_at_the_tma_crossover(target) -> None:
     """A symbolic K: floor(log2 M) + floor(log2 K) >= 25 as integer arithmetic, not a guard."""
     import torch
