@@ -30,8 +30,8 @@ import pytest
 
 from fp4patch.custom_op import CustomOpTarget, check_op_source, render
 
-from .conftest import SPECS_DIR, release_site
-from .test_trace_fullgraph import MARK, _child
+from .conftest import SPECS_DIR, release_site, run_cli
+from .test_trace_fullgraph import MARK, _child, linked_site  # noqa: F401 (fixture)
 
 pytestmark = [
     pytest.mark.torch,
@@ -42,7 +42,7 @@ VERSIONS = ["0.6.0", "0.7.4"]
 OPS = SPECS_DIR / "flashinfer-python" / "ops"
 # Release data of the op sources per release (what the specs' [target.operation.release] will say).
 RELEASE = {
-    "bmm_fp8": {"0.6.0": {}, "0.7.4": {}},
+    "bmm_fp8": {"0.5.0": {"inline_checks": True}, "0.5.3": {}, "0.6.0": {}, "0.7.4": {}},
     "mm_fp4": {
         "0.6.0": {},
         "0.7.4": {
@@ -56,6 +56,8 @@ RELEASE = {
 # The wrappers' parameters (flashinfer/gemm/gemm_base.py of each release).
 PARAMS = {
     "bmm_fp8": {
+        "0.5.0": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
+        "0.5.3": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
         "0.6.0": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
         "0.7.4": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend", "batch_invariant"],
     },
@@ -66,7 +68,7 @@ PARAMS = {
     },
 }
 
-CHILD = r"""
+PRELUDE = r"""
 import collections, inspect, json, sys, types
 import torch
 
@@ -89,14 +91,17 @@ torch.cuda.get_device_properties = lambda device=None: Props(*CAPS[_index(device
 torch.cuda.current_device = lambda: 0
 
 import flashinfer
-from flashinfer.gemm import gemm_base as gb
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 FN = P["function"]
 real = getattr(flashinfer, FN)
+gb = sys.modules[inspect.unwrap(real).__module__]  # flashinfer/gemm.py before 0.5.3, flashinfer/gemm/gemm_base.py from 0.5.3
 real_params = inspect.signature(inspect.unwrap(real)).parameters
 
+"""
+
+OP_SOURCE = r"""
 # ---- the op source, bound as the renderer binds it --------------------------------------
 module = types.ModuleType("fp4patch_op_source_" + FN)  # a real module: Dynamo looks up its globals by name
 sys.modules[module.__name__] = module
@@ -115,12 +120,16 @@ def wrapper_shim(**kwargs):
 
 
 ns["WRAPPER"] = wrapper_shim
-wrapper_shim.is_backend_supported = real.is_backend_supported
+if hasattr(real, "is_backend_supported"):  # @backend_requirement (0.5.3+)
+    wrapper_shim.is_backend_supported = real.is_backend_supported
 lib_op = torch.library.custom_op("fp4patch_test::" + FN, mutates_args=ns["MUTATES_ARGS"])(ns["op"])
 lib_op.register_fake(ns["fake"])
 OP = getattr(torch.ops.fp4patch_test, FN).default
 ns["OP"] = OP
 
+"""
+
+KERNEL_STUBS = r"""
 # ---- the kernel side of the real wrapper, replaced ---------------------------------------
 launches = []
 
@@ -162,10 +171,14 @@ def _no_cudnn(*a, **k):
     raise ValueError("fp4patch test: no cuDNN here")
 
 
-gb._check_cudnn_fp4_availability = _no_cudnn  # 0.6.0: a RuntimeError that backend="auto" does not catch
-gb._check_cudnn_availability = _no_cudnn
+if hasattr(gb, "_check_cudnn_fp4_availability"):  # 0.6.0: a RuntimeError that backend="auto" does not catch
+    gb._check_cudnn_fp4_availability = _no_cudnn
+    gb._check_cudnn_availability = _no_cudnn
 
 
+"""
+
+HELPERS = r"""
 # ---- cases ----------------------------------------------------------------------------------
 def dt(name):
     return getattr(torch, name)
@@ -176,7 +189,7 @@ def pad(x, y):
 
 
 def build(c, m):
-    dev = "cuda:%d" % c.get("device", 0)
+    dev = "cpu" if c.get("cpu") else "cuda:%d" % c.get("device", 0)
     if FN == "bmm_fp8":
         A = torch.empty(c["batch"], m, c["k"], dtype=dt(c["a_dtype"]), device=dev)
         B = torch.empty(c["batch"], c["n"], c["k"], dtype=dt(c["b_dtype"]), device=dev).transpose(-2, -1)
@@ -221,6 +234,9 @@ def outcome(fn, c):
         return ["ok", meta(r), "out" in kw and r is kw["out"], len(launches) - before]
 
 
+"""
+
+CHILD = PRELUDE + OP_SOURCE + KERNEL_STUBS + HELPERS + r"""
 results = []
 for c in P["cases"]:
     results.append([c, outcome(real, c), outcome(ns["entry"], c)])
@@ -393,10 +409,11 @@ def _run(function: str, version: str, tmp_path_factory) -> dict:
 
 
 FUNCTIONS = ["bmm_fp8", "mm_fp4"]
+# bmm_fp8 is also patched on 0.5.x (mm_fp4 there: declared unsupported by its spec)
+PAIRS = [("bmm_fp8", v) for v in ("0.5.0", "0.5.3", *VERSIONS)] + [("mm_fp4", v) for v in VERSIONS]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_fake_matches_the_wrappers_own_allocation_and_refusals(function: str, version: str, tmp_path_factory) -> None:
     result = _run(function, version, tmp_path_factory)
     accepted = refused = 0
@@ -414,21 +431,19 @@ def test_fake_matches_the_wrappers_own_allocation_and_refusals(function: str, ve
     assert accepted >= 32 and refused >= 5, (accepted, refused)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_op_source_defaults_are_the_wrappers(function: str, version: str, tmp_path_factory) -> None:
     result = _run(function, version, tmp_path_factory)
     for name, default in result["defaults"].items():
         assert result["source_defaults"].get(name) == default, name
     # what this release lacks is exactly what the op source adds for newer releases
-    expected_absent = {"bmm_fp8": {"0.6.0": ["batch_invariant"], "0.7.4": []}, "mm_fp4": {"0.6.0": ["batch_invariant", "enable_pdl"], "0.7.4": []}}
+    expected_absent = {"bmm_fp8": {"0.5.0": ["batch_invariant"], "0.5.3": ["batch_invariant"], "0.6.0": ["batch_invariant"], "0.7.4": []}, "mm_fp4": {"0.6.0": ["batch_invariant", "enable_pdl"], "0.7.4": []}}
     assert result["absent"] == expected_absent[function][version]
     assert result["params"] == PARAMS[function][version]
     assert "Tensor(a" in result["schema"] and "!)? out" in result["schema"] and result["schema"].endswith("-> ()"), result["schema"]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_fake_with_symbolic_m_never_guards(function: str, version: str, tmp_path_factory) -> None:
     result = _run(function, version, tmp_path_factory)
     assert len(result["symbolic"]) == 2 * len(_symbolic_cases(function))
@@ -442,8 +457,7 @@ def test_fake_with_symbolic_m_never_guards(function: str, version: str, tmp_path
             assert m.startswith("u"), got
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_entry_compiles_fullgraph_with_dynamic_and_unbacked_m(function: str, version: str, tmp_path_factory) -> None:
     result = _run(function, version, tmp_path_factory)
     assert [kind for _, kind, _ in result["compiled"]] == ["backed", "unbacked"]
@@ -465,3 +479,193 @@ def test_op_sources_render_for_every_release_data_used_here() -> None:
             target = CustomOpTarget(function=function, source=source, source_label=function, params=params, release=overrides)
             check_op_source(target)
             assert render(target).op_name.startswith(f"fp4patch::{function}_")
+
+
+# --------------------------------------------------------------------------- #
+# After `fp4patch apply`: the public function under fullgraph, eager calls, forwarding by name
+# --------------------------------------------------------------------------- #
+SPEC = {"bmm_fp8": "bmm-fp8-fullgraph", "mm_fp4": "mm-fp4-fullgraph"}
+
+TRACE_CHILD = PRELUDE + HELPERS + r"""
+import torch._dynamo
+
+POSITIONAL = {"bmm_fp8": 5, "mm_fp4": 6}[FN]  # as vLLM / SGLang call them: tensors, scales, (alpha,) dtype
+results = []
+for c in P["cases"]:
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    error = where = None
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        kw = build(c, c["m"])
+        names = list(kw)
+        tensors = {k: v for k, v in kw.items() if isinstance(v, torch.Tensor)}
+        rest = {k: v for k, v in kw.items() if k not in tensors}
+        if c.get("dynamic"):
+            torch._dynamo.mark_dynamic(tensors["A" if FN == "bmm_fp8" else "a"], 1 if FN == "bmm_fp8" else 0)
+        fn = getattr(flashinfer, FN)
+
+        def f(**t):
+            merged = {**t, **rest}
+            if c.get("positional"):
+                args = [merged.pop(n) for n in names[:POSITIONAL]]
+                return fn(*args, **merged)
+            return fn(**merged)
+
+        try:
+            r = torch.compile(f, fullgraph=True, backend=record)(**tensors)
+        except Exception as e:
+            text = str(e)
+            error = "%s: %s" % (type(e).__name__, (text.strip().splitlines() or [""])[0])
+            frames = [ln.strip() for ln in text.splitlines() if "/flashinfer/" in ln and ", line " in ln]
+            where = frames[-1].split("/flashinfer/", 1)[1] if frames else None
+    ops = [str(n.target) for gm in graphs for n in gm.graph.nodes
+           if n.op == "call_function" and "fp4patch" in str(n.target)]
+    traced = None
+    if error is None and len(graphs) == 1:
+        (output,) = [n for n in graphs[0].graph.nodes if n.op == "output"]
+        traced = [meta(a.meta["example_value"]) for a in torch.utils._pytree.tree_leaves(output.args) if hasattr(a, "meta")]
+    results.append(dict(case=c, error=error, where=where, graphs=len(graphs),
+                        breaks=sum(torch._dynamo.utils.counters["graph_break"].values()), ops=ops, traced=traced))
+print("MARK" + json.dumps(results))
+""".replace("MARK", MARK)
+
+EAGER_CHILD = PRELUDE + KERNEL_STUBS + HELPERS + r"""
+entry_calls = []
+name = "_fp4patch_%s_entry" % FN
+if hasattr(gb, name):  # patched: record any call that would go through the op
+    setattr(gb, name, lambda **kw: entry_calls.append(sorted(kw)))
+fn = getattr(flashinfer, FN)
+results = [[c, outcome(fn, c)] for c in P["cases"]]
+print("MARK" + json.dumps(dict(patched=hasattr(gb, name), results=results, entry_calls=entry_calls)))
+""".replace("MARK", MARK)
+
+FORWARD_CHILD = PRELUDE + HELPERS + r"""
+op = inspect.getclosurevars(getattr(gb, "_fp4patch_%s_entry" % FN)).nonlocals["OP"]
+schema = [a.name for a in op._schema.arguments]
+calls = []
+built = {}
+
+
+def show(v):
+    for k, t in built.items():
+        if v is t:
+            return "<%s>" % k
+    return repr(v)
+
+
+def recorder(**kwargs):  # stands for WRAPPER: the module-level wrapper the op body calls
+    calls.append({k: show(v) for k, v in kwargs.items()})
+    return kwargs["out"]
+
+
+setattr(gb, FN, recorder)
+base = P["base"]
+for change in P["calls"]:
+    built = build({**base, "cpu": True, "out": "contiguous" if FN == "mm_fp4" else True}, base["m"])
+    values = {k: (getattr(torch, v[len("torch."):]) if isinstance(v, str) and v.startswith("torch.") else v) for k, v in change.items()}
+    op(**{**built, **values})
+print("MARK" + json.dumps(dict(schema=schema, calls=calls)))
+""".replace("MARK", MARK)
+
+
+def _trace_cases(function: str) -> list[dict]:
+    if function == "bmm_fp8":
+        base = {"batch": 2, "k": 64, "n": 80, "a_dtype": "float8_e4m3fn", "b_dtype": "float8_e4m3fn", "dtype": "bfloat16", "out_dtype": "bfloat16",
+                "out": False, "backend": None}
+        return [
+            {**base, "m": 8},
+            {**base, "m": 129, "dynamic": True, "backend": "auto"},
+            {**base, "m": 1, "backend": "cutlass", "out": True},
+            {**base, "m": 127, "positional": True, "backend": "auto", "dtype": "float16"},
+        ]
+    base = {"k": 256, "n": 256, "a_dtype": "uint8", "sf_dtypes": ["float8_e4m3fn", "uint8"], "alpha": "0d", "alpha_dtype": "float32",
+            "out_dtype": "bfloat16", "block_size": 16, "use_8x4": False, "use_nvfp4": True, "out": False, "backend": None}
+    return [
+        {**base, "m": 8},
+        {**base, "m": 129, "dynamic": True, "backend": "cutlass"},
+        {**base, "m": 1, "backend": "trtllm", "use_8x4": True, "out": "contiguous"},
+        {**base, "m": 127, "positional": True, "backend": "auto"},
+        {**base, "m": 8, "positional": True, "backend": "cudnn", "sf_dtypes": ["float8_e4m3fn", "float8_e4m3fn"]},
+    ]
+
+
+def _expected_out(function: str, case: dict) -> list:
+    if function == "bmm_fp8":
+        b, m, n = case["batch"], case["m"], case["n"]
+        return [[str(b), str(m), str(n)], [str(m * n), str(n), "1"], f"torch.{case['dtype'] if not case['out'] else case['out_dtype']}"]
+    m, n = case["m"], case["n"]
+    return [[str(m), str(n)], [str(n), "1"], f"torch.{case['out_dtype']}"]
+
+
+def _apply(site, spec: str) -> None:
+    run_cli("apply", "--site-packages", str(site), "--spec", spec, check=True)
+
+
+@pytest.mark.parametrize(("function", "version"), PAIRS)
+def test_public_function_is_one_graph_with_one_op_node_after_apply(function: str, version: str, linked_site) -> None:  # noqa: F811
+    cases = _trace_cases(function)
+    unpatched = _child(linked_site(version, "unpatched"), TRACE_CHILD, {"function": function, "cases": cases})
+    site = linked_site(version, "patched")
+    _apply(site, SPEC[function])
+    patched = _child(site, TRACE_CHILD, {"function": function, "cases": cases})
+    for before, after in zip(unpatched, patched):
+        case = after["case"]
+        # unpatched: Dynamo stops inside FlashInfer (the wall is named in the report)
+        assert before["error"] and before["error"].startswith(("Unsupported", "InternalTorchDynamoError", "TorchRuntimeError")), before
+        assert before["where"], before
+        assert after["error"] is None, after
+        assert after["graphs"] == 1 and after["breaks"] == 0, after
+        assert len(after["ops"]) == 1 and after["ops"][0].startswith(f"fp4patch.{function}_"), after
+        (shape, stride, dtype) = after["traced"][0]
+        expected = _expected_out(function, case)
+        if case.get("dynamic"):
+            assert shape[1 if function == "bmm_fp8" else 0].startswith("s"), after  # M stayed symbolic
+        else:
+            assert [shape, stride, dtype] == expected, after
+
+
+@pytest.mark.parametrize(("function", "version"), PAIRS)
+def test_eager_calls_never_go_through_the_op(function: str, version: str, linked_site) -> None:  # noqa: F811
+    cases = [c for c in (_bmm_cases(version) if function == "bmm_fp8" else _mm_cases(version)) if c["m"] in (0, 8)]
+    assert any(c["backend"] == "auto" for c in cases)
+    before = _child(linked_site(version, "unpatched"), EAGER_CHILD, {"function": function, "cases": cases})
+    site = linked_site(version, "patched")
+    _apply(site, SPEC[function])
+    after = _child(site, EAGER_CHILD, {"function": function, "cases": cases})
+    assert before["patched"] is False and after["patched"] is True
+    assert after["entry_calls"] == []
+    differ = [f"{c}\n  unpatched: {b}\n  patched:   {a}" for (c, b), (_, a) in zip(before["results"], after["results"]) if a != b]
+    assert not differ, "\n".join(differ)
+
+
+NON_DEFAULT = {
+    "bmm_fp8": {"dtype": "torch.float16", "backend": "cutlass", "batch_invariant": True},
+    "mm_fp4": {"alpha": None, "out_dtype": "torch.float16", "block_size": 32, "use_8x4_sf_layout": True, "backend": "trtllm", "use_nvfp4": False,
+               "enable_pdl": False, "batch_invariant": True},
+}
+
+
+@pytest.mark.parametrize(("function", "version"), PAIRS)
+def test_op_body_forwards_every_argument_by_name(function: str, version: str, linked_site) -> None:  # noqa: F811
+    site = linked_site(version)
+    _apply(site, SPEC[function])
+    params = PARAMS[function][version]
+    changes = [{}] + [{k: v} for k, v in NON_DEFAULT[function].items() if k in params]
+    base = _symbolic_cases(function)[0]
+    result = _child(site, FORWARD_CHILD, {"function": function, "base": base, "calls": changes})
+    assert result["schema"] == params
+    assert len(result["calls"]) == len(changes)
+    for change, got in zip(changes, result["calls"]):
+        assert list(got) == params, got  # every parameter of the release, by name, nothing else
+        assert got["out"] == "<out>"
+        for name in params:
+            if name in change:
+                assert got[name] == (change[name] if str(change[name]).startswith("torch.") else repr(change[name])), (name, got)
+            elif name in ("A", "B", "A_scale", "B_scale", "a", "b", "a_descale", "b_descale", "alpha"):
+                assert got[name] == f"<{name}>", (name, got)

@@ -1,6 +1,6 @@
 """fp4patch op source for flashinfer.bmm_fp8.
 
-Read from FlashInfer 0.6.0 and 0.7.4, flashinfer/gemm/gemm_base.py: ``bmm_fp8`` (decorated by
+Read from FlashInfer 0.5.0 (flashinfer/gemm.py), 0.5.3, 0.6.0 and 0.7.4 (flashinfer/gemm/gemm_base.py): ``bmm_fp8`` (decorated by
 ``@backend_requirement`` and ``@flashinfer_api``), ``_check_bmm_fp8_problem_size``,
 ``_validate_fp8_output_dtype``, ``_cutlass_bmm_fp8_requirement``; flashinfer/utils.py:
 ``backend_requirement``.
@@ -30,8 +30,10 @@ from typing import Optional
 
 import torch
 
-# Release data: none differs between 0.6.0 and 0.7.4 for this op (the schema follows `params`).
-RELEASE = {}
+# Release data. inline_checks: the wrapper checks its arguments itself, without @backend_requirement
+# (0.5.0 .. 0.5.2, flashinfer/gemm.py: output dtype first, then "e5m2 is not supported for cutlass
+# backend" and "Unsupported backend: ..."); from 0.5.3 @backend_requirement does (the default).
+RELEASE = {"inline_checks": False}
 # The wrapper writes its result into `out` (always given to the op: `entry` allocates it).
 MUTATES_ARGS = ("out",)
 
@@ -88,6 +90,17 @@ def fake(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invari
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
     if out is None:
         raise ValueError("fp4patch: the bmm_fp8 custom op needs out= (the compiled call allocates it); call flashinfer.bmm_fp8")
+    if RELEASE["inline_checks"]:
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(
+                f"Unsupported output dtype: {dtype}. "
+                f"Only torch.bfloat16 and torch.float16 are supported for FP8 GEMM operations."
+            )
+        if backend == "cutlass" and (A.dtype == torch.float8_e5m2 or B.dtype == torch.float8_e5m2):
+            raise ValueError("e5m2 is not supported for cutlass backend")
+        if backend not in ("cudnn", "cublas", "cutlass", "auto"):
+            raise ValueError(f"Unsupported backend: {backend}")
+        return None
     if backend != "auto":
         from flashinfer.utils import BackendSupportedError, get_compute_capability
 
