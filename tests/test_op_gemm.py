@@ -428,7 +428,7 @@ def test_fake_matches_the_wrappers_own_allocation_and_refusals(function: str, ve
         else:
             refused += 1
     # the grid holds both kinds, so neither check is vacuous
-    assert accepted >= 32 and refused >= 5, (accepted, refused)
+    assert accepted >= 32 and refused >= 4, (accepted, refused)
 
 
 @pytest.mark.parametrize(("function", "version"), PAIRS)
@@ -554,7 +554,7 @@ built = {}
 
 def show(v):
     for k, t in built.items():
-        if v is t:
+        if isinstance(v, torch.Tensor) and v is t:
             return "<%s>" % k
     return repr(v)
 
