@@ -8,7 +8,8 @@ file) is unpacked into a temporary directory, never into an environment. There:
 2. the specs that are applicable are applied to the temporary copy, which proves the planned
    result parses and compiles, and checked again (they must now be ``applied``);
 3. with ``--trace`` and a wheel, the CPU trace probe runs in this interpreter (or ``--python``)
-   with ``PYTHONPATH`` set to the temporary copy. An sdist is not traced: before 0.5.0 only
+   with ``PYTHONPATH`` set to the temporary copy, then the scan's call of every function whose
+   fullgraph spec was applied (``trace_functions``; each must compile as one graph). An sdist is not traced: before 0.5.0 only
    sdists exist, and their compiled parts need a CUDA toolchain; the report says so.
 
 The release is also looked up in the catalog (:mod:`fp4patch.catalog`): the report says
@@ -26,7 +27,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .catalog import load_catalog
-from .engine import APPLICABLE, SATISFIED, Engine, SpecReport
+from .engine import APPLICABLE, APPLIED, SATISFIED, Engine, SpecReport
 from .environment import TargetEnvironment, current, find_distribution, from_site_packages
 from .errors import DriftError, UsageError
 from .releases import fetch, unpack
@@ -51,6 +52,7 @@ class AgainstReport:
     apply_error: str = ""
     trace: list[dict[str, Any]] | None = None
     trace_note: str = ""
+    trace_functions: list[dict[str, Any]] | None = None
 
     @property
     def static_ok(self) -> bool:
@@ -61,7 +63,8 @@ class AgainstReport:
     @property
     def ok(self) -> bool:
         trace_ok = self.trace is None or (bool(self.trace) and all(c.get("passed") for c in self.trace))
-        return self.static_ok and trace_ok
+        functions_ok = all(r.get("passed") for r in self.trace_functions or [])
+        return self.static_ok and trace_ok and functions_ok
 
     @property
     def drifted(self) -> list[str]:
@@ -144,7 +147,10 @@ def check_against(
             elif not report.static_ok:
                 report.trace_note = "not traced: the specs do not apply to this release"
             else:
-                from .trace import run_probe
+                from .trace import entries_for_specs, run_probe, run_scan
 
                 report.trace = run_probe(trace_env or current(), dist.site_packages)
+                names = entries_for_specs({r.spec.id for r in report.after_apply if r.state == APPLIED})
+                if names:  # every patched function: the scan's call compiles as one graph
+                    report.trace_functions = run_scan(trace_env or current(), dist.site_packages, only=names)["results"]
     return report

@@ -197,7 +197,7 @@ def verify(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
-    trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize, and every function whose fullgraph spec is applied, with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
     opcheck: Annotated[bool, typer.Option("--opcheck", help="Also run torch.library.opcheck of every patched op against the real kernel (needs a CUDA GPU in the target environment).")] = False,
     against: Annotated[Optional[str], typer.Option("--against", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Like --against, for a local wheel file.")] = None,
@@ -240,12 +240,17 @@ def verify(
         if interrupted:
             err.print(f"fp4patch: {interrupted}", markup=False)
             ok = False
-        cases = None
+        cases = functions = None
         if trace:
-            from .trace import run_probe
+            from .trace import entries_for_specs, run_probe, run_scan
 
             cases = run_probe(env, where if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
+            # every function whose fullgraph spec is applied: the scan's call must compile as one graph
+            names = entries_for_specs({r["id"] for r in reports if r["state"] == "applied"})
+            if names:
+                functions = run_scan(env, where if site_packages else None, only=names)["results"]
+                ok = ok and all(r.get("passed") for r in functions)
         checked = None
         if opcheck:
             from .trace import run_opcheck
@@ -253,8 +258,58 @@ def verify(
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
         output = "json" if as_json else "github" if github else "table"
-        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, opcheck=checked)
+        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked)
         return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+    _run(as_json, body, quiet)
+
+
+@app.command()
+def scan(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    as_json: JsonOpt = False,
+    only: Annotated[Optional[list[str]], typer.Option("--function", help="Scan only this entry (repeatable), e.g. mm_fp4[auto].")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Try each FP4/FP8 quantization, GEMM and MoE function under torch.compile(fullgraph=True) on CPU.
+
+    One child interpreter (the target's) imports FlashInfer with CPU stand-ins for the device
+    queries and compiles one representative call per function on fake CUDA tensors. Prints per
+    function: compiles (1 graph, ops: ...), the Dynamo error's first line and the FlashInfer
+    file:line where tracing stopped, or not present. Exit 0 when the scan ran, whatever compiles
+    (it is a report; `verify --trace` is the check); 2 when the target cannot import torch or
+    FlashInfer.
+    """
+
+    def body() -> int:
+        from .environment import find_distribution
+        from .render import is_terminal, scan_lines, scan_summary, scan_table
+        from .trace import run_scan, scan_entries
+
+        if python and site_packages:
+            raise UsageError("give --python or --site-packages, not both")
+        if only:
+            known = [e["name"] for e in scan_entries()]
+            unknown = [name for name in only if name not in known]
+            if unknown:
+                raise UsageError(f"--function {unknown[0]}: not a scan entry; choose from {', '.join(known)}")
+        env = _environment(python, site_packages)
+        dist = find_distribution(env, "flashinfer-python")
+        h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
+        payload = run_scan(env, dist.site_packages if site_packages else None, only=only)
+        results = payload["results"]
+        if as_json:
+            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call")}
+            print(json.dumps({**h, "flashinfer": payload.get("flashinfer"), "torch": payload.get("torch"), "counts": counts, "functions": results}, indent=2))
+            return EXIT_OK
+        title = f"{h['distribution']} {h['version']} under torch.compile(fullgraph=True), CPU fake tensors (torch {payload.get('torch')})"
+        if is_terminal():
+            out.print(scan_table(title, results))
+            out.print(scan_summary(results))
+        elif not quiet:
+            print("\n".join([f"{h['distribution']} {h['version']} in {h['site_packages']}", *scan_lines(results), scan_summary(results)]), flush=True)
+        return EXIT_OK
 
     _run(as_json, body, quiet)
 
@@ -286,6 +341,8 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         if trace:
             payload["trace"] = report.trace
             payload["trace_note"] = report.trace_note
+            if report.trace_functions is not None:
+                payload["trace_functions"] = report.trace_functions
         print(json.dumps({"schema": JSON_SCHEMA_VERSION, **payload}, indent=2))
     elif github:
         from .engine import SATISFIED
@@ -293,7 +350,10 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         prefix = f"{report.distribution} {report.version}: "
         from .render import github_annotations
 
-        github_annotations([r.to_json() for r in report.pristine], set(SATISFIED) | {"applicable"}, None, report.trace, prefix, {r.spec.id: r.spec for r in report.pristine})
+        github_annotations(
+            [r.to_json() for r in report.pristine], set(SATISFIED) | {"applicable"}, None, report.trace, prefix,
+            {r.spec.id: r.spec for r in report.pristine}, functions=report.trace_functions,
+        )
         for line in report.drifted:
             print(f"::error title=fp4patch --against {report.version}::{line}")
         if report.catalog != "known":
@@ -309,6 +369,10 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
             out.print(f"[red]will not apply:[/] {line}", markup=True)
         if report.trace is not None:
             out.print(trace_table(report.trace))
+        if report.trace_functions:
+            from .render import scan_table
+
+            out.print(scan_table("patched functions under fullgraph", report.trace_functions))
         if report.trace_note:
             out.print(report.trace_note)
         verdict = "our patches apply to this release" if report.ok else "our patches do NOT apply cleanly to this release"

@@ -123,7 +123,48 @@ def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def failure_hint(reports: list[dict[str, Any]], ok_states: Iterable[str], cases: list[dict[str, Any]] | None) -> str:
+SCAN_STYLE = {"compiles": "green", "fails": "red", "not-present": "dim", "no-call": "yellow"}
+
+
+def scan_detail(r: dict[str, Any]) -> str:
+    """One line for a scan result (``scan_probe.py``): ``compiles (1 graph, ops: ...)``, the Dynamo
+    error's first line with the ``flashinfer/FILE.py:LINE`` where tracing stopped and that source
+    line, or ``not present``."""
+    from .scan_probe import describe
+
+    return describe(r)
+
+
+def scan_table(title: str, results: list[dict[str, Any]]) -> Table:
+    """A rich table of scan results: function, result, and the detail (ops, or error and where)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("function", style="bold", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for r in results:
+        style = SCAN_STYLE.get(r["status"], "")
+        table.add_row(escape(r["name"]), f"[{style}]{r['status']}[/]", escape(scan_detail(r)))
+    return table
+
+
+def scan_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Plain text for logs: one aligned line per scan result, ``  <function>  <detail>``."""
+    width = max((len(r["name"]) for r in results), default=0)
+    return [f"  {r['name']:<{width}}  {scan_detail(r)}".rstrip() for r in results]
+
+
+def scan_summary(results: list[dict[str, Any]]) -> str:
+    """``N/M present functions compile as one graph``."""
+    present = [r for r in results if r["status"] != "not-present"]
+    return f"{sum(1 for r in present if r['status'] == 'compiles')}/{len(present)} present functions compile as one graph"
+
+
+def failure_hint(
+    reports: list[dict[str, Any]], ok_states: Iterable[str], cases: list[dict[str, Any]] | None, functions: list[dict[str, Any]] | None = None
+) -> str:
     """One line: what failed and what to do next."""
     ok_states = set(ok_states)
     by_state: dict[str, list[str]] = {}
@@ -138,6 +179,9 @@ def failure_hint(reports: list[dict[str, Any]], ok_states: Iterable[str], cases:
     failed_cases = [c for c in cases or [] if not c.get("passed")]
     if failed_cases:
         parts.append(f"{len(failed_cases)} trace case(s) failed")
+    failed_functions = [r["name"] for r in functions or [] if not r.get("passed")]
+    if failed_functions:
+        parts.append(f"patched function(s) not compiling as one graph: {', '.join(failed_functions)}")
     return "; ".join(parts) or "see above"
 
 
@@ -153,11 +197,13 @@ def github_annotations(
     cases: list[dict[str, Any]] | None = None,
     prefix: str = "",
     specs: Mapping[str, Any] | None = None,
+    functions: list[dict[str, Any]] | None = None,
 ) -> None:
     """GitHub Actions workflow commands on stdout: a ``::notice`` per passing spec; per failing
     spec one ``::error`` at the spec file's target line and one at the upstream function's line
     (``specs`` maps ids to :class:`fp4patch.spec.Spec` for those; required when one fails), and an
-    ``::error`` per failed trace case."""
+    ``::error`` per failed trace case and per patched function of the scan that does not compile
+    (``functions``)."""
     ok_states = set(ok_states)
 
     def where(path: Path) -> str:
@@ -184,6 +230,9 @@ def github_annotations(
         if not case.get("passed"):
             detail = case.get("error") or f"layout expected {case.get('expected')} got {case.get('traced')}"
             print(f"::error title=fp4patch trace {escape_annotation(case['name'])}::{escape_annotation(detail)}")
+    for r in functions or []:
+        if not r.get("passed"):
+            print(f"::error title=fp4patch trace {escape_annotation(r['name'])}::{escape_annotation(scan_detail(r))}")
 
 
 def function_line(path: Path, spec: Any, relative: str) -> int:
@@ -231,10 +280,12 @@ def verify_output(
     specs: Mapping[str, Any] | None = None,
     quiet: bool = False,
     opcheck: list[dict[str, Any]] | None = None,
+    functions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
-    ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None.
+    ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None;
+    ``functions`` the scan results of the patched functions ``--trace`` compiled (or None).
 
     ``table`` is a rich table on a terminal (:func:`is_terminal`) and plain aligned lines in a
     log (CI, docker build), which need no rich import; ``quiet`` silences it (JSON and
@@ -245,9 +296,11 @@ def verify_output(
             payload["trace"] = cases
         if opcheck is not None:
             payload["opcheck"] = opcheck
+        if functions is not None:
+            payload["trace_functions"] = functions
         print(json.dumps(payload, indent=2))
     elif output == "github":
-        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs)
+        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions)
     elif quiet:
         return
     elif is_terminal():
@@ -257,7 +310,9 @@ def verify_output(
             out.print(trace_table(cases))
         if opcheck is not None:
             out.print("\n".join(opcheck_lines(opcheck)), markup=False, highlight=False)
-        out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {failure_hint(reports, ok_states, cases)}")
+        if functions:
+            out.print(scan_table("patched functions under fullgraph", functions))
+        out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {failure_hint(reports, ok_states, cases, functions)}")
     else:
         lines = [f"{header['distribution']} {header['version']} in {header['site_packages']}", *reports_lines(reports)]
         print("\n".join(lines), flush=True)
@@ -265,4 +320,6 @@ def verify_output(
             _console("out").print(trace_table(cases))
         if opcheck is not None:
             print("\n".join(opcheck_lines(opcheck)), flush=True)
-        print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases)}", flush=True)
+        if functions:
+            print("\n".join(["patched functions under fullgraph:", *scan_lines(functions)]), flush=True)
+        print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases, functions)}", flush=True)

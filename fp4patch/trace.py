@@ -1,14 +1,16 @@
-"""Run fp4patch's standalone probes in the target interpreter: ``verify --trace`` and ``verify --opcheck``.
+"""Run fp4patch's standalone probes in the target interpreter.
 
 The probes are scripts run by path, so the target environment needs torch and flashinfer but not
 fp4patch:
 
-* ``trace_probe.py`` (CPU is enough): each case result is a dict with at least ``name``, ``passed``,
-  ``graphs``, ``graph_breaks``, ``custom_ops``, ``layout_ok`` and ``error`` (the first line of a
-  Dynamo error, verbatim);
-* ``opcheck_probe.py`` (needs a CUDA GPU): each result is a dict with ``function``, ``op``, ``case``,
-  ``status`` (``passed``/``failed``/``skipped``), ``detail`` and the ``real`` and ``fake`` output
-  metadata (``[shape, stride, dtype]`` per output).
+* ``trace_probe.py`` for ``verify --trace`` (CPU is enough): each case result is a dict with at least
+  ``name``, ``passed``, ``graphs``, ``graph_breaks``, ``custom_ops``, ``layout_ok`` and ``error`` (the
+  first line of a Dynamo error, verbatim);
+* ``scan_probe.py`` for ``fp4patch scan`` and the patched functions of ``verify --trace`` (CPU): each
+  result is described in ``scan_probe.py``;
+* ``opcheck_probe.py`` for ``verify --opcheck`` (needs a CUDA GPU): each result is a dict with
+  ``function``, ``op``, ``case``, ``status`` (``passed``/``failed``/``skipped``), ``detail`` and the
+  ``real`` and ``fake`` output metadata (``[shape, stride, dtype]`` per output).
 """
 
 from __future__ import annotations
@@ -23,31 +25,36 @@ from .environment import TargetEnvironment
 from .errors import EnvironmentProblem
 
 PROBE = Path(__file__).with_name("trace_probe.py")
+SCAN = Path(__file__).with_name("scan_probe.py")
 OPCHECK_PROBE = Path(__file__).with_name("opcheck_probe.py")
 
 
-def _run_json_probe(env: TargetEnvironment, probe: Path, args: list[str], site_packages: Path | None, timeout: float, needs: str) -> Any:
+def _run_script(
+    script: Path, args: list[str], env: TargetEnvironment, site_packages: Path | None, timeout: float, what: str,
+    needs: str = "it needs torch and flashinfer's import-time dependencies there",
+) -> Any:
+    """Run ``script --json ARGS`` with ``env.python`` (``site_packages`` first on PYTHONPATH); its JSON."""
     environ = dict(os.environ)
     if site_packages is not None:
         environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site_packages), environ.get("PYTHONPATH", "")]))
-    command = [env.python, str(probe), "--json", *args]
+    command = [env.python, str(script), "--json", *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"{probe}: ran over {timeout:.0f} s in {env.python}; rerun with fewer cases (--filter)") from None
+        raise EnvironmentProblem(f"{script}: {what} ran over {timeout:.0f} s in {env.python}; rerun with fewer cases") from None
     except OSError as exc:
-        raise EnvironmentProblem(f"{env.python}: cannot run {probe.name} ({exc.strerror})") from None
+        raise EnvironmentProblem(f"{env.python}: cannot run the {what} ({exc.strerror})") from None
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProblem(f"{env.python}: {probe.name} could not run ({last}); {needs}")
+        raise EnvironmentProblem(f"{env.python}: {what} could not run ({last}); {needs}")
     try:
         return json.loads(done.stdout)
     except ValueError:
-        raise EnvironmentProblem(f"{probe}: printed no JSON; run it by hand: {env.python} {probe}") from None
+        raise EnvironmentProblem(f"{script}: {what} printed no JSON; run it by hand: {env.python} {script}") from None
 
 
 def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:
-    """Run the CPU trace probe with ``env.python``; ``site_packages`` (for ``--site-packages``) goes first on PYTHONPATH.
+    """Run the trace probe with ``env.python``; ``site_packages`` (for ``--site-packages``) goes first on PYTHONPATH.
 
     Returns the case results (see module docstring); time in seconds for ``timeout``.
 
@@ -55,8 +62,45 @@ def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout
         EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
             probe prints no result.
     """
-    args = ["--filter", case_filter] if case_filter else []
-    return _run_json_probe(env, PROBE, args, site_packages, timeout, "--trace needs torch and flashinfer's import-time dependencies there")
+    return _run_script(PROBE, ["--filter", case_filter] if case_filter else [], env, site_packages, timeout, "trace probe")
+
+
+def scan_entries() -> list[dict[str, str]]:
+    """The scan's entries as ``[{name, function, spec}]``, read from ``scan_probe.py`` without torch.
+
+    ``spec`` is the fp4patch spec id that makes the entry compile (``<function-kebab>-fullgraph``
+    unless the entry names another, e.g. ``nvfp4_quantize`` -> ``fp4-quantize-fullgraph``).
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_fp4patch_scan_probe", SCAN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.catalog()
+
+
+def entries_for_specs(spec_ids: set[str]) -> list[str]:
+    """Names of the scan entries that the specs ``spec_ids`` make traceable (in scan order)."""
+    return [e["name"] for e in scan_entries() if e["spec"] in spec_ids]
+
+
+def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: list[str] | None = None, timeout: float = 1800.0) -> dict[str, Any]:
+    """Run ``scan_probe.py`` in ``env.python``, one child interpreter for the whole scan.
+
+    Returns ``{flashinfer, flashinfer_file, torch, results}``; ``results`` holds one dict per
+    entry (``name``, ``function``, ``spec``, ``status`` = compiles / fails / not-present / no-call,
+    ``passed``, ``graphs``, ``graph_breaks``, ``ops``, ``error``, ``explanation``, ``location`` =
+    ``flashinfer/FILE.py:LINE`` where tracing stopped, ``source``, ``defined_at``). ``only``
+    restricts the scan to those entry names; time in seconds for ``timeout``.
+
+    Raises:
+        EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
+            scan prints no result.
+    """
+    if only is not None and not only:
+        return {"results": []}
+    return _run_script(SCAN, ["--only", *only] if only is not None else [], env, site_packages, timeout, "scan")
 
 
 def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 3600.0, case_filter: str = "") -> list[dict[str, Any]]:
@@ -67,4 +111,4 @@ def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeo
             timeout, or no result.
     """
     args = ["--filter", case_filter] if case_filter else []
-    return _run_json_probe(env, OPCHECK_PROBE, args, site_packages, timeout, "--opcheck needs a CUDA GPU, torch and the patched flashinfer there")
+    return _run_script(OPCHECK_PROBE, args, env, site_packages, timeout, "opcheck probe", "--opcheck needs a CUDA GPU, torch and the patched flashinfer there")

@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from fp4patch.spec import load_specs
+from fp4patch.trace import entries_for_specs
 from fp4patch.trace_probe import build_cases
 
 from .conftest import SPECS_DIR, release_site, run_cli
@@ -50,6 +51,7 @@ VERSIONS = ["0.6.0", "0.7.4"]
 FP4_FILE = {"0.6.0": "flashinfer/fp4_quantization.py", "0.7.4": "flashinfer/quantization/fp4_quantization.py"}
 FULLGRAPH = "fp4-quantize-fullgraph"
 DISABLE = "fp4-quantize-compiler-disable"
+KEYWORDS = "flashinfer-fp4-quantize-op-keywords"
 CUDA = "cuda-version-from-torch"
 OP = re.compile(r"fp4patch::fp4_quantize_[0-9a-f]{8}")  # fingerprinted name (fp4patch/custom_op.py)
 SKIPPED = "Unsupported: Attempted to call function marked as skipped"
@@ -183,7 +185,9 @@ def test_default_specs_pass_every_trace_case(linked_site, version: str) -> None:
     site = linked_site(version)
     apply(site)
     code, payload = verify_trace(site)
-    assert {s["id"]: s["state"] for s in payload["specs"]} == {CUDA: "applied", FULLGRAPH: "applied"}
+    # flashinfer-fp4-quantize-op-keywords: 0.6.0 has no flashinfer::fp4_quantize, 0.7.4 forwards by keyword
+    keywords = {"0.6.0": "not-needed", "0.7.4": "obsolete"}[version]
+    assert {s["id"]: s["state"] for s in payload["specs"]} == {CUDA: "applied", FULLGRAPH: "applied", KEYWORDS: keywords}
     cases = payload["trace"]
     assert [c["name"] for c in cases] == [c["name"] for c in build_cases()], "the probe must run every case"
     failed = [c for c in cases if not c["passed"]]
@@ -205,6 +209,13 @@ def test_default_specs_pass_every_trace_case(linked_site, version: str) -> None:
     assert {c["sf_vec_size"] for c in cases} == {16, 32}
     assert {c["column_major"] for c in cases} == {True, False}
     assert {c["global_scale"] for c in cases} == {True, False}
+    # ... and the scan's call of every function the applied specs cover (fp4_quantize and its callers)
+    functions = payload["trace_functions"]
+    applied = {s["id"] for s in payload["specs"] if s["state"] == "applied"}
+    assert [f["name"] for f in functions] == entries_for_specs(applied)
+    assert {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"} <= {f["name"] for f in functions}
+    for f in functions:
+        assert f["passed"] and f["graphs"] == 1 and f["graph_breaks"] == 0 and f["ops"] == [OP], f
 
 
 # --------------------------------------------------------------------------- #

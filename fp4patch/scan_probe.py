@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""CPU scan: which public FlashInfer FP4/FP8 quantization, GEMM and MoE functions compile under fullgraph.
+
+Standalone, like ``trace_probe.py`` next to it (whose device stubs and graph helpers it loads by
+path): run it by path in the target interpreter, ``python scan_probe.py [--json] [--only NAME ...]``;
+it needs the standard library, torch (a CPU build is enough) and the flashinfer that interpreter
+imports, not fp4patch.
+
+For each entry of :data:`FUNCTIONS` it looks the function up on the installed ``flashinfer``
+(``not-present`` when absent), builds one representative call from the installed signature
+(DeepSeek/Qwen-MoE-like shapes, M = 8 tokens: only the parameters the installed function has are
+passed, by keyword; values are fake CUDA tensors made under ``FakeTensorMode``), and compiles a
+function making that call with ``torch.compile(fullgraph=True)`` and a backend that only records the
+FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
+
+* ``compiles``: one graph, no graph break, and the non-aten ops in it (``ns::name``);
+* ``fails``: the Dynamo error's first line verbatim, its ``Explanation:`` line (and for an
+  ``Observed exception``, the exception FlashInfer raised, as ``raised``), and the
+  ``flashinfer/...py:LINE`` (with that source line) where tracing stopped: the innermost frame
+  inside the flashinfer package of the exception's user stack (Dynamo's ``real_stack``), else of
+  its traceback;
+* ``not-present``: the installed flashinfer has no such function;
+* ``no-call``: the scan has no value for a required parameter of the installed signature.
+
+Which fp4patch spec makes an entry traceable is data: ``spec`` when given, else the function's
+name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``); ``verify --trace``
+runs the entries of every such spec that is applied.
+
+Device stubs (CPU stand-ins): those of ``trace_probe`` (capability (10, 0), device properties),
+plus ``torch.cuda.current_device`` -> 0, ``torch.cuda.device_count`` -> 1 (so FlashInfer's
+compilation context targets sm100), ``torch._C._cuda_getCurrentRawStream`` -> 0 and
+``Tensor.cuda`` -> the tensor itself, ``torch.cuda.device(...)`` -> a null context.
+
+Exit status: 0 when the scan ran (it is a report, whatever compiles), 2 when flashinfer cannot
+be imported.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import inspect
+import json
+import linecache
+import os
+import sys
+import traceback
+
+# --------------------------------------------------------------------------- #
+# Shapes: a DeepSeek-V3 / Qwen3-MoE-like layer at decode, M = 8 tokens.
+# --------------------------------------------------------------------------- #
+M = 8  # tokens
+K = 7168  # hidden size
+N = 2048  # output features of a projection (mm_fp4, bmm_fp8)
+E = 256  # experts
+TOP_K = 8  # experts per token
+I_MOE = 2048  # expert intermediate size
+L = 32  # local experts of a grouped / batched quantizer
+MAX_M = 64  # rows per expert of a grouped quantizer
+
+
+def _trace_probe():
+    """``trace_probe.py`` of the same directory, loaded by path (fp4patch need not be importable)."""
+    name = "_fp4patch_trace_probe"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "trace_probe.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def install_device_stubs(torch):
+    """The trace probe's stubs, plus the device queries the GEMM and MoE paths make."""
+    _trace_probe()._install_device_stubs(torch)
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 1
+    torch._C._cuda_getCurrentRawStream = lambda device=0: 0
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.cuda.device = lambda device=None: contextlib.nullcontext()
+
+
+def _round_up(x, y):
+    return (x + y - 1) // y * y
+
+
+def _sf_128x4(rows, cols):
+    """Bytes of a 128x4-swizzled scale-factor tensor for a [rows, cols * 16] NVFP4 matrix."""
+    return _round_up(rows, 128) * _round_up(cols, 4)
+
+
+# --------------------------------------------------------------------------- #
+# Argument pools: parameter name -> factory(t), where t(shape, dtype) makes a fake CUDA tensor.
+# Only the names the installed signature has are used, so one pool serves every release.
+# --------------------------------------------------------------------------- #
+def _quantizer_args(t, torch):
+    return {
+        "input": lambda: t((M, K), torch.bfloat16),
+        "a": lambda: t((M, K), torch.bfloat16),
+        "global_scale": lambda: t((1,), torch.float32),
+        "a_global_sf": lambda: t((1,), torch.float32),
+    }
+
+
+def _grouped_args(t, torch, k, global_scale):
+    args = {"a": lambda: t((L, MAX_M, k), torch.bfloat16), "mask": lambda: t((L,), torch.int32)}
+    if global_scale:
+        args["a_global_sf"] = lambda: t((L,), torch.float32)
+    return args
+
+
+def _mm_fp4_args(t, torch, backend):
+    def col_major(shape, dtype):  # what engines pass: the weight and its scales transposed
+        return t((shape[1], shape[0]), dtype).t()
+
+    return {
+        "a": lambda: t((M, K // 2), torch.uint8),
+        "b": lambda: col_major((K // 2, N), torch.uint8),
+        "a_descale": lambda: t((_round_up(M, 128), K // 16), torch.float8_e4m3fn),
+        "b_descale": lambda: col_major((K // 16, _round_up(N, 128)), torch.float8_e4m3fn),
+        "alpha": lambda: t((), torch.float32),
+        "out_dtype": lambda: torch.bfloat16,
+        "backend": lambda: backend,
+    }
+
+
+def _bmm_fp8_args(t, torch):
+    return {
+        "A": lambda: t((1, M, K), torch.float8_e4m3fn),
+        "B": lambda: t((1, N, K), torch.float8_e4m3fn).transpose(-2, -1),
+        "A_scale": lambda: t((), torch.float32),
+        "B_scale": lambda: t((), torch.float32),
+        "dtype": lambda: torch.bfloat16,
+    }
+
+
+def _routing_args():
+    """DeepSeek-V3 routing: 8 groups, 4 of them, 8 experts per token."""
+    return {
+        "num_experts": lambda: E,
+        "top_k": lambda: TOP_K,
+        "n_group": lambda: 8,
+        "topk_group": lambda: 4,
+        "intermediate_size": lambda: I_MOE,
+        "local_expert_offset": lambda: 0,
+        "local_num_experts": lambda: E,
+        "routed_scaling_factor": lambda: 2.5,
+        "routing_method_type": lambda: 2,  # RoutingMethodType.DeepSeekV3
+        "do_finalize": lambda: True,
+    }
+
+
+def _trtllm_fp4_moe_args(t, torch, routed):
+    args = {
+        "routing_bias": lambda: t((E,), torch.bfloat16),
+        "hidden_states": lambda: t((M, K // 2), torch.uint8),
+        "hidden_states_scale": lambda: t((M * K // 16,), torch.float8_e4m3fn),
+        "gemm1_weights": lambda: t((E, 2 * I_MOE, K // 2), torch.uint8),
+        "gemm1_weights_scale": lambda: t((E, 2 * I_MOE, K // 16), torch.float8_e4m3fn),
+        "gemm1_bias": lambda: None,
+        "gemm1_alpha": lambda: None,
+        "gemm1_beta": lambda: None,
+        "gemm1_clamp_limit": lambda: None,
+        "gemm2_weights": lambda: t((E, K, I_MOE // 2), torch.uint8),
+        "gemm2_weights_scale": lambda: t((E, K, I_MOE // 16), torch.float8_e4m3fn),
+        "gemm2_bias": lambda: None,
+        "output1_scale_scalar": lambda: t((E,), torch.float32),
+        "output1_scale_gate_scalar": lambda: t((E,), torch.float32),
+        "output2_scale_scalar": lambda: t((E,), torch.float32),
+        **_routing_args(),
+    }
+    if routed:  # packed (score << 16 | expert id), as the routed variant takes
+        args["topk_ids"] = lambda: t((M, TOP_K), torch.int32)
+    else:
+        args["routing_logits"] = lambda: t((M, E), torch.float32)
+    return args
+
+
+def _trtllm_fp8_moe_args(t, torch):
+    return {
+        "routing_logits": lambda: t((M, E), torch.float32),
+        "routing_bias": lambda: t((E,), torch.bfloat16),
+        "hidden_states": lambda: t((M, K), torch.float8_e4m3fn),
+        "hidden_states_scale": lambda: t((K // 128, M), torch.float32),
+        "gemm1_weights": lambda: t((E, 2 * I_MOE, K), torch.float8_e4m3fn),
+        "gemm1_weights_scale": lambda: t((E, 2 * I_MOE // 128, K // 128), torch.float32),
+        "gemm2_weights": lambda: t((E, K, I_MOE), torch.float8_e4m3fn),
+        "gemm2_weights_scale": lambda: t((E, K // 128, I_MOE // 128), torch.float32),
+        **_routing_args(),
+    }
+
+
+def _cutlass_moe_nvfp4_args(t, torch):
+    # NVFP4 weights packed two per byte, block scales as int32 words (vLLM's layout of the call)
+    def quant_scales():
+        return [
+            t((1,), torch.float32),  # fc1 input global scale
+            t((E, 2 * I_MOE, K // 16 // 4), torch.int32),  # fc1 weight block scales
+            t((E,), torch.float32),  # fc1 alpha
+            t((1,), torch.float32),  # fc2 input global scale
+            t((E, K, I_MOE // 16 // 4), torch.int32),  # fc2 weight block scales
+            t((E,), torch.float32),  # fc2 alpha
+        ]
+
+    return {
+        "input": lambda: t((M, K), torch.bfloat16),
+        "token_selected_experts": lambda: t((M, TOP_K), torch.int32),
+        "token_final_scales": lambda: t((M, TOP_K), torch.float32),
+        "fc1_expert_weights": lambda: t((E, 2 * I_MOE, K // 16), torch.int64),
+        "fc2_expert_weights": lambda: t((E, K, I_MOE // 16), torch.int64),
+        "output_dtype": lambda: torch.bfloat16,
+        "quant_scales": quant_scales,
+    }
+
+
+def _norm_quant_args(t, torch, residual):
+    args = {
+        "out": lambda: t((M, K), torch.float8_e4m3fn),
+        "input": lambda: t((M, K), torch.bfloat16),
+        "weight": lambda: t((K,), torch.bfloat16),
+        "scale": lambda: t((1,), torch.float32),
+    }
+    if residual:
+        args["residual"] = lambda: t((M, K), torch.bfloat16)
+    return args
+
+
+#: The scanned entries: display name, public ``flashinfer`` function, argument pool
+#: ``args(t, torch)``, and optionally the fp4patch spec that makes it traceable.
+FUNCTIONS = [
+    {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
+    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
+    {"name": "mxfp4_quantize", "function": "mxfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
+    {"name": "nvfp4_batched_quantize", "function": "nvfp4_batched_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
+    {"name": "scaled_fp4_grouped_quantize", "function": "scaled_fp4_grouped_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
+    {
+        "name": "silu_and_mul_scaled_nvfp4_experts_quantize",
+        "function": "silu_and_mul_scaled_nvfp4_experts_quantize",
+        "args": lambda t, torch: _grouped_args(t, torch, 2 * I_MOE, True),
+    },
+    {"name": "block_scale_interleave", "function": "block_scale_interleave", "args": lambda t, torch: {"unswizzled_sf": lambda: t((M, K // 16), torch.uint8)}},
+    {
+        "name": "e2m1_and_ufp8sf_scale_to_float",
+        "function": "e2m1_and_ufp8sf_scale_to_float",
+        "args": lambda t, torch: {
+            "e2m1_tensor": lambda: t((M, K // 2), torch.uint8),
+            "ufp8_scale_tensor": lambda: t((_sf_128x4(M, K // 16),), torch.uint8),
+            "global_scale_tensor": lambda: t((1,), torch.float32),
+        },
+    },
+    {"name": "mxfp8_quantize", "function": "mxfp8_quantize", "args": _quantizer_args},
+    # backend="cuda": the default "cutile" needs the cuda-tile package, which a CPU set-up lacks
+    {
+        "name": "mxfp8_grouped_quantize",
+        "function": "mxfp8_grouped_quantize",
+        "args": lambda t, torch: {**_grouped_args(t, torch, K, False), "backend": lambda: "cuda"},
+    },
+    {
+        "name": "silu_and_mul_mxfp8_experts_quantize",
+        "function": "silu_and_mul_mxfp8_experts_quantize",
+        "args": lambda t, torch: _grouped_args(t, torch, 2 * I_MOE, False),
+    },
+    {"name": "mm_fp4[cutlass]", "function": "mm_fp4", "args": lambda t, torch: _mm_fp4_args(t, torch, "cutlass")},
+    {"name": "mm_fp4[trtllm]", "function": "mm_fp4", "args": lambda t, torch: _mm_fp4_args(t, torch, "trtllm")},
+    {"name": "mm_fp4[auto]", "function": "mm_fp4", "args": lambda t, torch: _mm_fp4_args(t, torch, "auto")},
+    {"name": "bmm_fp8", "function": "bmm_fp8", "args": _bmm_fp8_args},
+    {"name": "trtllm_fp4_block_scale_moe", "function": "trtllm_fp4_block_scale_moe", "args": lambda t, torch: _trtllm_fp4_moe_args(t, torch, False)},
+    {
+        "name": "trtllm_fp4_block_scale_routed_moe",
+        "function": "trtllm_fp4_block_scale_routed_moe",
+        "args": lambda t, torch: _trtllm_fp4_moe_args(t, torch, True),
+    },
+    {"name": "trtllm_fp8_block_scale_moe", "function": "trtllm_fp8_block_scale_moe", "args": _trtllm_fp8_moe_args},
+    {"name": "cutlass_fused_moe[nvfp4]", "function": "cutlass_fused_moe", "args": _cutlass_moe_nvfp4_args},
+    {"name": "rmsnorm_quant", "function": "rmsnorm_quant", "args": lambda t, torch: _norm_quant_args(t, torch, False)},
+    {"name": "fused_add_rmsnorm_quant", "function": "fused_add_rmsnorm_quant", "args": lambda t, torch: _norm_quant_args(t, torch, True)},
+]
+
+
+def spec_for(entry):
+    """The fp4patch spec id that makes ``entry`` traceable: ``spec``, else ``<function-kebab>-fullgraph``."""
+    return entry.get("spec") or entry["function"].replace("_", "-") + "-fullgraph"
+
+
+def catalog():
+    """The entries as plain data: ``[{name, function, spec}]`` (no torch needed)."""
+    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e)} for e in FUNCTIONS]
+
+
+# --------------------------------------------------------------------------- #
+# Where tracing stopped
+# --------------------------------------------------------------------------- #
+def _frames(exc):
+    """(filename, line) pairs, innermost last: the user stack Dynamo kept, then the traceback."""
+    seen = set()
+    chain = []
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    stacks = []
+    for e in chain:
+        real = getattr(e, "real_stack", None)
+        if real:
+            stacks.append([(f.filename, f.lineno) for f in real])
+    for e in chain:
+        if e.__traceback__ is not None:
+            stacks.append([(f.filename, f.lineno) for f in traceback.extract_tb(e.__traceback__)])
+    return stacks
+
+
+def stopped_at(exc, package_dir):
+    """``(relative file, line, source line)`` of the innermost frame inside ``package_dir``, or Nones."""
+    root = os.path.dirname(os.path.realpath(package_dir))
+    prefix = os.path.realpath(package_dir) + os.sep
+    for stack in _frames(exc):
+        inside = [(f, n) for f, n in stack if f and os.path.realpath(f).startswith(prefix)]
+        if inside:
+            filename, line = inside[-1]
+            source = linecache.getline(filename, line or 0).strip()
+            return os.path.relpath(os.path.realpath(filename), root).replace(os.sep, "/"), line, source
+    return None, None, None
+
+
+# --------------------------------------------------------------------------- #
+# One function
+# --------------------------------------------------------------------------- #
+def _find(flashinfer, function):
+    for module in (flashinfer, getattr(flashinfer, "fused_moe", None)):
+        fn = getattr(module, function, None) if module is not None else None
+        if callable(fn):
+            return fn
+    return None
+
+
+def _is_tensor_value(torch, v):
+    return isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v))
+
+
+def scan_one(entry, torch, flashinfer):
+    """The scan result of one :data:`FUNCTIONS` entry (see the module docstring)."""
+    import torch._dynamo
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    probe = _trace_probe()
+    result = {
+        "name": entry["name"], "function": entry["function"], "spec": spec_for(entry), "status": "not-present", "passed": False,
+        "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None, "location": None, "source": None, "defined_at": None,
+    }
+    fn = _find(flashinfer, entry["function"])
+    if fn is None:
+        return result
+    try:
+        defined = inspect.unwrap(fn)
+        filename = inspect.getsourcefile(defined)
+        line = inspect.getsourcelines(defined)[1]
+        root = os.path.dirname(os.path.dirname(os.path.realpath(flashinfer.__file__)))
+        result["defined_at"] = "{}:{}".format(os.path.relpath(os.path.realpath(filename), root).replace(os.sep, "/"), line)
+    except (TypeError, OSError):
+        pass
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError) as exc:
+        result.update(status="no-call", error=f"no signature: {exc}")
+        return result
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            def t(shape, dtype):
+                return torch.empty(shape, dtype=dtype, device="cuda")
+
+            pool = entry["args"](t, torch)
+            missing = [
+                n for n, p in parameters.items()
+                if n not in pool and p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            ]
+            if missing:
+                result.update(status="no-call", error="the scan has no value for required parameter(s) {}".format(", ".join(missing)))
+                return result
+            values = {n: pool[n]() for n in parameters if n in pool}
+            tensors = {n: v for n, v in values.items() if _is_tensor_value(torch, v)}
+            static = {n: v for n, v in values.items() if n not in tensors}
+
+            def call(tensors):
+                return fn(**tensors, **static)
+
+            torch.compile(call, fullgraph=True, backend=record, dynamic=False)(tensors)
+    except Exception as exc:  # noqa: BLE001 - Dynamo / fake failures: first line verbatim, and where it stopped
+        lines = str(exc).strip().splitlines()
+        explanation = [ln.strip() for ln in lines if ln.strip().startswith("Explanation:")]
+        # an exception FlashInfer raised while traced ("Observed exception"): what it was
+        raised = [ln.strip()[len("Developer debug context: raised exception "):] for ln in lines
+                  if ln.strip().startswith("Developer debug context: raised exception ")]
+        where, line, source = stopped_at(exc, os.path.dirname(os.path.realpath(flashinfer.__file__)))
+        result.update(
+            status="fails",
+            graphs=len(graphs),
+            error="{}: {}".format(type(exc).__name__, lines[0] if lines else ""),
+            explanation=explanation[0] if explanation else None,
+            raised=raised[0][:300] if raised else None,
+            location=f"{where}:{line}" if where else None,
+            source=source,
+        )
+        return result
+    try:
+        breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    except Exception:  # noqa: BLE001 - counters are best effort
+        breaks = None
+    ops = []
+    for gm in graphs:
+        ops.extend(probe._custom_op_nodes(gm))
+    compiled = len(graphs) == 1 and not breaks
+    result.update(status="compiles" if compiled else "fails", passed=compiled, graphs=len(graphs), graph_breaks=breaks, ops=ops)
+    if not compiled:
+        result["error"] = f"{len(graphs)} graphs, {breaks} graph breaks"
+    return result
+
+
+def describe(r):
+    """One line of text for a result: what the terminal and the logs show."""
+    if r["status"] == "compiles":
+        return "compiles (1 graph, ops: {})".format(", ".join(r["ops"]) or "none")
+    if r["status"] == "not-present":
+        return "not present"
+    if r["status"] == "no-call":
+        return "not scanned: {}".format(r["error"])
+    text = r["error"] or "fails"
+    if r.get("raised"):
+        text += " ({})".format(r["raised"] if len(r["raised"]) <= 80 else r["raised"][:77] + "...")
+    if r.get("location"):
+        text += " at {}".format(r["location"])
+    if r.get("source"):
+        text += ": {}".format(r["source"])
+    return text
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print a JSON object: flashinfer and torch versions, results")
+    ap.add_argument("--only", nargs="*", default=None, help="scan only these entry names")
+    ap.add_argument("--list", action="store_true", help="print the entries (name, function, spec) as JSON and exit; no torch")
+    ns = ap.parse_args(argv)
+    if ns.list:
+        json.dump(catalog(), sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+
+    import torch
+
+    install_device_stubs(torch)
+    try:
+        import flashinfer
+    except Exception as e:  # noqa: BLE001 - any import failure is reported
+        msg = str(e).strip().splitlines()
+        print("cannot import flashinfer: {}: {}".format(type(e).__name__, msg[0] if msg else ""), file=sys.stderr)
+        return 2
+
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
+    entries = [e for e in FUNCTIONS if ns.only is None or e["name"] in ns.only]
+    results = [scan_one(e, torch, flashinfer) for e in entries]
+    payload = {
+        "flashinfer": getattr(flashinfer, "__version__", "unknown"), "flashinfer_file": getattr(flashinfer, "__file__", "?"),
+        "torch": torch.__version__, "results": results,
+    }
+    if ns.json:
+        json.dump(payload, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print("flashinfer {} at {} | torch {}".format(payload["flashinfer"], payload["flashinfer_file"], payload["torch"]))
+        width = max((len(r["name"]) for r in results), default=0)
+        for r in results:
+            print("  {:{}}  {}".format(r["name"], width, describe(r)))
+        print("{}/{} present functions compile".format(sum(r["passed"] for r in results), sum(r["status"] != "not-present" for r in results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

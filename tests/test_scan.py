@@ -1,0 +1,213 @@
+"""``fp4patch scan`` and the patched functions of ``verify --trace``, on the real 0.6.0 and 0.7.4 wheels.
+
+Each scan runs ``fp4patch/scan_probe.py`` in one fresh interpreter (``PYTHONPATH=<site>``), on CPU
+with fake CUDA tensors. Checked:
+
+* unpatched, every function of the FP4/FP8 path that the release has fails under
+  ``fullgraph=True``, with the Dynamo error's first line and a ``flashinfer/...py:LINE`` whose
+  reported source line is that line of the installed file; the functions the release lacks are
+  ``not present``; exit 0 (the scan is a report);
+* after ``fp4patch apply``, every function whose fullgraph spec is applied compiles as one graph
+  with an fp4patch custom op in it (today: ``fp4_quantize``, ``nvfp4_quantize``, ``mxfp4_quantize``)
+  and the others still fail with their wall named;
+* ``--json`` is valid against ``docs/json-schema.json``; the plain log lines are aligned;
+* ``verify --trace`` runs the scan's call of each function whose fullgraph spec is applied, and
+  fails when one does not compile (a spec named ``mm-fp4-fullgraph`` that changes nothing).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from fp4patch.render import failure_hint, scan_lines
+from fp4patch.states import SATISFIED
+from fp4patch.trace import entries_for_specs, scan_entries
+
+from .conftest import REPO, SPECS_DIR, run_cli
+from .test_trace_fullgraph import linked_site  # noqa: F401
+
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
+]
+
+SCHEMA = json.loads((REPO / "docs" / "json-schema.json").read_text())
+LOCATION = re.compile(r"^(flashinfer/.+\.py):(\d+)$")
+# Added after 0.6.0 (absent from its wheel), present in 0.7.4.
+NEW_IN_07 = {"mxfp8_grouped_quantize", "silu_and_mul_mxfp8_experts_quantize", "rmsnorm_quant", "fused_add_rmsnorm_quant"}
+# The FP4-path functions of the issue (and of ../shared/fp4-path-scan.md), each at least once in the scan.
+FP4_PATH = {
+    "fp4_quantize", "nvfp4_quantize", "mxfp4_quantize", "nvfp4_batched_quantize", "scaled_fp4_grouped_quantize",
+    "silu_and_mul_scaled_nvfp4_experts_quantize", "block_scale_interleave", "e2m1_and_ufp8sf_scale_to_float", "mxfp8_quantize",
+    "mxfp8_grouped_quantize", "silu_and_mul_mxfp8_experts_quantize", "mm_fp4", "bmm_fp8", "trtllm_fp4_block_scale_moe",
+    "trtllm_fp4_block_scale_routed_moe", "trtllm_fp8_block_scale_moe", "cutlass_fused_moe", "rmsnorm_quant", "fused_add_rmsnorm_quant",
+}
+
+
+def validate(kind: str, payload: dict) -> None:
+    jsonschema.validate(payload, {**SCHEMA, "$ref": f"#/$defs/{kind}"})
+
+
+def scan(site: Path) -> dict:
+    done = run_cli("scan", "--site-packages", str(site), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    payload = json.loads(done.stdout)
+    validate("scan", payload)
+    return payload
+
+
+def assert_wall_named(site: Path, r: dict) -> None:
+    """A failure names the Dynamo error and the installed line where tracing stopped."""
+    assert r["status"] == "fails" and not r["passed"], r
+    assert r["error"] and r["error"].split(":")[0] in ("Unsupported", "InternalTorchDynamoError", "TorchRuntimeError"), r
+    match = LOCATION.match(r["location"] or "")
+    assert match, r
+    lines = (site / match[1]).read_text(encoding="utf-8").splitlines()
+    assert lines[int(match[2]) - 1].strip() == r["source"] and r["source"], r
+
+
+def test_the_scan_covers_every_function_of_the_fp4_path() -> None:
+    entries = scan_entries()
+    assert {e["function"] for e in entries} >= FP4_PATH
+    assert {e["name"] for e in entries} >= {"mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]", "cutlass_fused_moe[nvfp4]"}
+    assert len({e["name"] for e in entries}) == len(entries)
+    # the spec that makes each one compile: <function-kebab>-fullgraph, except where fp4_quantize does it
+    by_name = {e["name"]: e["spec"] for e in entries}
+    assert by_name["mm_fp4[auto]"] == "mm-fp4-fullgraph" and by_name["bmm_fp8"] == "bmm-fp8-fullgraph"
+    assert entries_for_specs({"fp4-quantize-fullgraph"}) == ["fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"]
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
+def test_unpatched_every_function_fails_with_its_wall(linked_site, version: str) -> None:  # noqa: F811
+    site = linked_site(version)
+    payload = scan(site)
+    assert payload["version"] == version and payload["flashinfer"] == version
+    results = payload["functions"]
+    assert [r["name"] for r in results] == [e["name"] for e in scan_entries()]
+    absent = NEW_IN_07 if version == "0.6.0" else set()
+    for r in results:
+        if r["function"] in absent:
+            assert r["status"] == "not-present", r
+        else:
+            assert_wall_named(site, r)
+    assert payload["counts"] == {"compiles": 0, "fails": len(results) - len(absent), "not-present": len(absent), "no-call": 0}
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
+def test_after_apply_the_patched_functions_compile(linked_site, version: str) -> None:  # noqa: F811
+    site = linked_site(version)
+    run_cli("apply", "--site-packages", str(site), check=True)
+    status = json.loads(run_cli("status", "--site-packages", str(site), "--json", check=True).stdout)
+    applied = {s["id"] for s in status["specs"] if s["state"] == "applied"}
+    covered = set(entries_for_specs(applied))
+    assert {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"} <= covered
+    results = scan(site)["functions"]
+    for r in results:
+        if r["name"] in covered:
+            assert r["status"] == "compiles" and r["passed"], r
+            assert r["graphs"] == 1 and r["graph_breaks"] == 0 and r["error"] is None, r
+            assert r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r
+        elif r["status"] != "not-present":
+            assert_wall_named(site, r)
+    # the log form: one aligned line per function
+    lines = scan_lines(results)
+    assert len(lines) == len(results)
+    assert len({line.index(d) for line, d in zip(lines, [r["name"] for r in results])}) == 1
+    details = [line[2 + max(len(r["name"]) for r in results) + 2 :] for line in lines]
+    assert details[0].startswith("compiles (1 graph, ops: fp4patch::")
+
+
+def test_verify_trace_fails_when_a_patched_function_does_not_compile(linked_site, tmp_path: Path) -> None:  # noqa: F811
+    """A spec named mm-fp4-fullgraph that leaves mm_fp4 as it is: verify --trace must run mm_fp4 and fail."""
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    (specs / "flashinfer-python" / "mm-fp4-fullgraph.toml").write_text(
+        '''id = "mm-fp4-fullgraph"
+summary = "test double: patched, yet mm_fp4 does not compile"
+rationale = "a statement at the start of mm_fp4; nothing that makes it traceable"
+distribution = "flashinfer-python"
+default = true
+conflicts = []
+requires = []
+
+[[target]]
+versions = ">=0.6.0"
+file = "flashinfer/gemm/gemm_base.py"
+
+  [[target.operation]]
+  kind = "insert-at-function-start"
+  function = "mm_fp4"
+  code = "_fp4patch_test_double = None"
+
+[[case]]
+name = "a statement"
+version = "0.6.0"
+before = "def mm_fp4(a):\\n    return a\\n"
+after = "def mm_fp4(a):\\n    _fp4patch_test_double = None\\n    return a\\n"
+''',
+        encoding="utf-8",
+    )
+    site = linked_site("0.6.0")
+    common = ("--site-packages", str(site), "--specs-dir", str(specs))
+    run_cli("apply", *common, check=True)
+    done = run_cli("verify", "--trace", *common, "--json")
+    payload = json.loads(done.stdout)
+    validate("verify", payload)
+    assert all(c["passed"] for c in payload["trace"])  # fp4_quantize's cases pass ...
+    functions = {r["name"]: r for r in payload["trace_functions"]}
+    assert set(functions) == {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize", "mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"}
+    assert all(functions[n]["passed"] for n in ("fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"))
+    for name in ("mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"):
+        assert_wall_named(site, functions[name])
+    assert done.returncode == 1 and payload["ok"] is False  # ... and the patched mm_fp4 that does not compile fails verify
+    hint = failure_hint(payload["specs"], SATISFIED, payload["trace"], payload["trace_functions"])
+    assert "patched function(s) not compiling as one graph: mm_fp4[cutlass], mm_fp4[trtllm], mm_fp4[auto]" in hint
+
+
+def test_unknown_function_is_a_usage_error() -> None:
+    done = run_cli("scan", "--function", "no_such_function")
+    assert done.returncode == 2
+    assert done.stderr.startswith("fp4patch: error: --function no_such_function: not a scan entry; choose from fp4_quantize,")
+
+
+def test_rendering_of_each_status() -> None:
+    """The log lines and the terminal table show each status as documented (results made here, not scanned)."""
+    from rich.console import Console
+
+    from fp4patch.render import scan_summary, scan_table
+
+    base = dict.fromkeys(("graphs", "graph_breaks", "ops", "error", "explanation", "raised", "location", "source", "defined_at"))
+    results = [
+        {**base, "name": "fp4_quantize", "function": "fp4_quantize", "spec": "fp4-quantize-fullgraph", "status": "compiles", "passed": True,
+         "graphs": 1, "graph_breaks": 0, "ops": ["fp4patch::fp4_quantize"]},
+        {**base, "name": "mm_fp4[auto]", "function": "mm_fp4", "spec": "mm-fp4-fullgraph", "status": "fails", "passed": False,
+         "error": "Unsupported: setattr() on unsupported type", "location": "flashinfer/utils.py:1575",
+         "source": "wrapper.dropped_experimental_backends = []"},
+        {**base, "name": "mm_fp4[cutlass]", "function": "mm_fp4", "spec": "mm-fp4-fullgraph", "status": "fails", "passed": False,
+         "error": "Unsupported: Observed exception", "raised": "RuntimeError('cuDNN is not available.')",
+         "location": "flashinfer/gemm/gemm_base.py:1137", "source": "raise RuntimeError("},
+        {**base, "name": "rmsnorm_quant", "function": "rmsnorm_quant", "spec": "rmsnorm-quant-fullgraph", "status": "not-present", "passed": False},
+    ]
+    for r in results:
+        validate("scan_result", r)
+    assert scan_lines(results) == [
+        "  fp4_quantize     compiles (1 graph, ops: fp4patch::fp4_quantize)",
+        "  mm_fp4[auto]     Unsupported: setattr() on unsupported type at flashinfer/utils.py:1575: wrapper.dropped_experimental_backends = []",
+        ("  mm_fp4[cutlass]  Unsupported: Observed exception (RuntimeError('cuDNN is not available.'))"
+        " at flashinfer/gemm/gemm_base.py:1137: raise RuntimeError("),
+        "  rmsnorm_quant    not present",
+    ]
+    assert scan_summary(results) == "1/3 present functions compile as one graph"
+    console = Console(width=300, record=True, color_system=None)
+    console.print(scan_table("t", results))
+    text = console.export_text()
+    assert "mm_fp4[auto]" in text  # square brackets are not taken for rich markup
+    for needle in ("compiles (1 graph, ops: fp4patch::fp4_quantize)", "flashinfer/utils.py:1575", "not-present"):
+        assert needle in text
