@@ -283,6 +283,10 @@ def _fp4patch_{fn}_bypass_api_wrappers(fn):
             return inner(*args, **kwargs)
         return fn(*args, **kwargs)
 
+    # One attribute dict with fn: @backend_requirement sets attributes on its wrapper per call
+    # (suitable_auto_backends for backend="auto") that the function body reads back through the
+    # module-level name, which is now this function.
+    _fp4patch_{fn}_api_entry.__dict__ = fn.__dict__
     return _fp4patch_{fn}_api_entry
 
 

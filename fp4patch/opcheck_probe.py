@@ -88,7 +88,9 @@ def _cases_bmm_fp8(torch, dev):
             a = torch.randn(b, m, 128, device=dev, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
             w = torch.randn(b, 256, 128, device=dev, dtype=torch.bfloat16).to(torch.float8_e4m3fn).transpose(-2, -1)
             one = torch.tensor(1.0, device=dev, dtype=torch.float32)
-            yield f"B={b} M={m} K=128 N=256", dict(A=a, B=w, A_scale=one, B_scale=one, dtype=torch.bfloat16)
+            # the op writes into out (the compiled call allocates it as the wrapper does)
+            out = torch.empty(b, m, 256, device=dev, dtype=torch.bfloat16)
+            yield f"B={b} M={m} K=128 N=256", dict(A=a, B=w, A_scale=one, B_scale=one, dtype=torch.bfloat16, out=out)
 
 
 def _cases_mm_fp4(torch, dev):
@@ -104,7 +106,7 @@ def _cases_mm_fp4(torch, dev):
             yield f"M={m} K=256 N=128", exc
             continue
         yield f"M={m} K=256 N=128", dict(a=a_q, b=w_q.t(), a_descale=a_sf, b_descale=w_sf.t(), alpha=torch.tensor(1.0, device=dev),
-                                         out_dtype=torch.bfloat16)
+                                         out_dtype=torch.bfloat16, out=torch.empty(m, 128, device=dev, dtype=torch.bfloat16))
 
 
 CASES = {

@@ -54,6 +54,9 @@ def test_probe_finds_the_fingerprinted_op_of_each_patched_function(linked_site) 
         found[name] = json.loads(done.stdout.strip().splitlines()[-1])
     assert all(op is None for op in found["unpatched"].values()), found
     assert found["patched"]["fp4_quantize"].startswith("fp4patch::fp4_quantize_"), found
+    # two specs patch flashinfer/gemm/gemm_base.py; each op is found through its own entry
+    assert found["patched"]["bmm_fp8"].startswith("fp4patch::bmm_fp8_"), found
+    assert found["patched"]["mm_fp4"].startswith("fp4patch::mm_fp4_"), found
 
 
 def test_opcheck_lines_count_each_status_and_list_what_did_not_pass() -> None:
