@@ -32,6 +32,17 @@ DIST = "flashinfer-python"
 _unpacked: dict[tuple[str, bool], Path] = {}
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, hand out the long tests (marked ``slow`` or ``torch``) first.
+
+    Workers take tests in collection order; with the long ones first, the many short ones fill
+    the workers at the end instead of one worker finishing a long test alone. The order is the
+    same in every worker (a stable sort), as xdist requires. Without xdist nothing changes.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: 0 if item.get_closest_marker("slow") or item.get_closest_marker("torch") else 1)
+
+
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The base temporary folder of this test run, the same for every pytest-xdist worker.
 
@@ -43,26 +54,39 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def release_site(version: str, tmp_path_factory: pytest.TempPathFactory, sources_only: bool = False) -> Path:
+def release_site(
+    version: str, tmp_path_factory: pytest.TempPathFactory, sources_only: bool = False, bytecode: bool = False
+) -> Path:
     """A pristine unpacked site-packages of flashinfer-python ``version`` (shared, do not modify).
 
     Unpacked once per test run for all xdist workers (a file lock serialises the first unpack; a
     ``.complete`` marker tells a finished unpack from an interrupted one). ``sources_only`` unpacks
     only the Python sources and the .dist-info (enough for the static commands, and much faster
     for the large 0.7.x wheels: 0.7.4 unpacks to ~700 MB in all).
+
+    ``bytecode``: a hard-linked copy of the full unpack in which ``import flashinfer`` has written
+    its ``__pycache__`` (as after ``pip install``), so that each fresh interpreter importing a
+    copy of it does not compile FlashInfer again (about 4 CPU-seconds for 0.7.4). Needs torch;
+    without it the copy has no bytecode.
     """
-    key = (version, sources_only)
+    key = (version, sources_only, bytecode)
     if key not in _unpacked:
-        archive = fetch(DIST, version)
         root = run_root(tmp_path_factory) / "pristine"
         root.mkdir(exist_ok=True)
-        name = f"{version}{'-src' if sources_only else ''}"
+        name = f"{version}{'-src' if sources_only else ''}{'-pyc' if bytecode else ''}"
         where = root / name / "site-packages"
         complete = root / name / ".complete"
+        source = release_site(version, tmp_path_factory) if bytecode else None
         with FileLock(str(root / f"{name}.lock")):
             if not complete.exists():
                 shutil.rmtree(where, ignore_errors=True)
-                unpack(archive, where, sources_only=sources_only)
+                if source is None:
+                    unpack(fetch(DIST, version), where, sources_only=sources_only)
+                else:
+                    shutil.copytree(source, where, symlinks=True, copy_function=os.link)
+                    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+                    env["PYTHONPATH"] = str(where)
+                    subprocess.run([sys.executable, "-c", "import flashinfer"], cwd=where, env=env, capture_output=True, check=False)
                 complete.touch()
         _unpacked[key] = where
     return _unpacked[key]
@@ -99,13 +123,14 @@ def linked_site(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
 
     The 0.7.4 wheel unpacks to about 700 MB, too much to copy for every test. fp4patch replaces a
     file by a new inode (``files.atomic_write``), so patching a linked copy leaves the pristine one
-    intact; Python adds only new files (``__pycache__``). A test that edits a file by hand must
-    replace it (unlink, then write).
+    intact; Python and fp4patch write bytecode by rename too. A test that edits a file by hand must
+    replace it (unlink, then write). The copy carries the bytecode of ``import flashinfer`` (see
+    :func:`release_site`), so a child interpreter importing it compiles only what was patched.
     """
 
     def make(version: str, name: str = "site") -> Path:
         target = tmp_path / f"{name}-{version}"
-        shutil.copytree(release_site(version, tmp_path_factory), target, symlinks=True, copy_function=os.link)
+        shutil.copytree(release_site(version, tmp_path_factory, bytecode=True), target, symlinks=True, copy_function=os.link)
         return target
 
     return make
