@@ -5,10 +5,10 @@ and never committed. Each release is unpacked once per test run, shared by every
 worker (``make test`` runs ``-n auto``); each test gets its own copy of it, so tests may patch it
 freely.
 
-Parallel runs: tests are spread over workers one by one (``--dist loadgroup``). A test that must
-not run beside another one (a machine-wide resource, a fixed path) carries
-``@pytest.mark.xdist_group("<name>")``: every test of a group runs in one worker, one after the
-other. Fixed paths outside ``tmp_path`` and writes into the checkout are not allowed.
+Parallel runs: tests are spread over workers one by one (``--dist loadgroup``). Tests that must
+not run beside each other (they share a fixed path or a machine-wide resource) carry the same
+``@pytest.mark.xdist_group("<name>")``: a group runs in one worker, one test after the other.
+Better: no fixed paths outside ``tmp_path`` and no writes into the checkout.
 """
 
 from __future__ import annotations
