@@ -3,9 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 FLASHINFER_VERSION ?= 0.6.0
-# torch 2.13.0 CPU lies on local disk here; FlashInfer's light import-time dependencies let the
-# trace tests import the real package on CPU (installed without its CUDA-only dependencies).
+# The torch the test venv gets. On an ordinary Linux machine torch==2.13.0 from the package
+# registry is the CUDA build (several GB); the tests need only the CPU build:
+#   make test TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# TORCH_INDEX_URL replaces the index for the torch install only; every other PIP_* variable
+# (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS) reaches every pip call as usual.
+# FlashInfer's light import-time dependencies let the trace tests import the real package on
+# CPU (installed without its CUDA-only dependencies).
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+# tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
+export TORCH_INDEX_URL
 
 .PHONY: help demo test test-all test-property lint bench compat clean
 
@@ -19,7 +27,7 @@ help:
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_SPEC)
+	$(PY) -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )'$(TORCH_SPEC)'
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
@@ -27,15 +35,20 @@ $(VENV)/.installed: pyproject.toml requirements-test.txt
 demo:
 	bash scripts/demo.sh $(FLASHINFER_VERSION)
 
+# Tests run in TEST_JOBS pytest-xdist workers (auto: one per CPU core), spread test by test;
+# tests marked xdist_group run in one worker (see tests/conftest.py). TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= auto
+PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
+
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not property_long" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long" tests
 
 # The property_long tests carry the hypothesis profile property-long (1000 examples; see tests/test_property_formatting.py).
 test-property: $(VENV)/.installed
 	$(PY) -m pytest -q -m property_long -p no:cacheprovider --hypothesis-show-statistics tests/test_property_formatting.py
 
 test-all: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check fp4patch tests

@@ -1,7 +1,14 @@
 """Shared fixtures: real flashinfer-python releases from the package registry, unpacked per test.
 
 Archives are downloaded once into ``$FP4PATCH_CACHE`` (default ``~/.cache/fp4patch/releases``)
-and never committed. Each test gets its own unpacked copy, so tests may patch it freely.
+and never committed. Each release is unpacked once per test run, shared by every pytest-xdist
+worker (``make test`` runs ``-n auto``); each test gets its own copy of it, so tests may patch it
+freely.
+
+Parallel runs: tests are spread over workers one by one (``--dist loadgroup``). Tests that must
+not run beside each other (they share a fixed path or a machine-wide resource) carry the same
+``@pytest.mark.xdist_group("<name>")``: a group runs in one worker, one test after the other.
+Better: no fixed paths outside ``tmp_path`` and no writes into the checkout.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from fp4patch.releases import fetch, unpack
 
@@ -24,27 +32,105 @@ DIST = "flashinfer-python"
 _unpacked: dict[tuple[str, bool], Path] = {}
 
 
-def release_site(version: str, tmp_path_factory: pytest.TempPathFactory, sources_only: bool = False) -> Path:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, hand out the long tests (marked ``slow`` or ``torch``) first.
+
+    Workers take tests in collection order; with the long ones first, the many short ones fill
+    the workers at the end instead of one worker finishing a long test alone. The order is the
+    same in every worker (a stable sort), as xdist requires. Without xdist nothing changes.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: 0 if item.get_closest_marker("slow") or item.get_closest_marker("torch") else 1)
+
+
+def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base temporary folder of this test run, the same for every pytest-xdist worker.
+
+    Under xdist each worker's ``getbasetemp()`` is ``<run root>/popen-gwN``; without xdist it is
+    the run root itself. Things made once per run and shared by the workers live here, made under
+    a :class:`filelock.FileLock` (see :func:`release_site`).
+    """
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def release_site(
+    version: str, tmp_path_factory: pytest.TempPathFactory, sources_only: bool = False, bytecode: bool = False
+) -> Path:
     """A pristine unpacked site-packages of flashinfer-python ``version`` (shared, do not modify).
 
-    ``sources_only`` unpacks only the Python sources and the .dist-info (enough for the static
-    commands, and much faster for the large 0.7.x wheels).
+    Unpacked once per test run for all xdist workers (a file lock serialises the first unpack; a
+    ``.complete`` marker tells a finished unpack from an interrupted one). ``sources_only`` unpacks
+    only the Python sources and the .dist-info (enough for the static commands, and much faster
+    for the large 0.7.x wheels: 0.7.4 unpacks to ~700 MB in all).
+
+    ``bytecode``: a hard-linked copy of the full unpack in which ``import flashinfer`` has written
+    its ``__pycache__`` (as after ``pip install``), so that each fresh interpreter importing a
+    copy of it does not compile FlashInfer again (about 4 CPU-seconds for 0.7.4). Needs torch;
+    without it the copy has no bytecode.
     """
-    key = (version, sources_only)
+    key = (version, sources_only, bytecode)
     if key not in _unpacked:
-        archive = fetch(DIST, version)
-        where = tmp_path_factory.mktemp(f"pristine-{version}{'-src' if sources_only else ''}") / "site-packages"
-        _unpacked[key] = unpack(archive, where, sources_only=sources_only)
+        root = run_root(tmp_path_factory) / "pristine"
+        root.mkdir(exist_ok=True)
+        name = f"{version}{'-src' if sources_only else ''}{'-pyc' if bytecode else ''}"
+        where = root / name / "site-packages"
+        complete = root / name / ".complete"
+        source = release_site(version, tmp_path_factory) if bytecode else None
+        with FileLock(str(root / f"{name}.lock")):
+            if not complete.exists():
+                shutil.rmtree(where, ignore_errors=True)
+                if source is None:
+                    unpack(fetch(DIST, version), where, sources_only=sources_only)
+                else:
+                    shutil.copytree(source, where, symlinks=True, copy_function=os.link)
+                    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+                    env["PYTHONPATH"] = str(where)
+                    subprocess.run([sys.executable, "-c", "import flashinfer"], cwd=where, env=env, capture_output=True, check=False)
+                complete.touch()
+        _unpacked[key] = where
     return _unpacked[key]
+
+
+def _copy_or_link(source: str, target: str) -> None:
+    """Copy what tests edit in place (Python sources, .dist-info files); hard-link the rest."""
+    if source.endswith((".py", ".pyi")) or ".dist-info" in Path(source).parent.name:
+        shutil.copy2(source, target)
+    else:
+        os.link(source, target)
 
 
 @pytest.fixture
 def site_factory(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Call with a version: returns a private copy of that release's site-packages."""
+    """Call with a version: returns a private copy of that release's site-packages.
+
+    Python sources and the .dist-info are real copies (edit them freely); every other file
+    (kernels, headers, binaries: 41 of 44 MB for 0.6.0) is a hard link to the shared pristine
+    unpack: replace such a file (unlink, then write), never write through it or change its mode.
+    """
 
     def make(version: str) -> Path:
         target = tmp_path / f"site-{version}"
-        shutil.copytree(release_site(version, tmp_path_factory), target, symlinks=True)
+        shutil.copytree(release_site(version, tmp_path_factory), target, symlinks=True, copy_function=_copy_or_link)
+        return target
+
+    return make
+
+
+@pytest.fixture
+def linked_site(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Call with a version: a private site-packages of hard links to the pristine unpacked wheel.
+
+    The 0.7.4 wheel unpacks to about 700 MB, too much to copy for every test. fp4patch replaces a
+    file by a new inode (``files.atomic_write``), so patching a linked copy leaves the pristine one
+    intact; Python and fp4patch write bytecode by rename too. A test that edits a file by hand must
+    replace it (unlink, then write). The copy carries the bytecode of ``import flashinfer`` (see
+    :func:`release_site`), so a child interpreter importing it compiles only what was patched.
+    """
+
+    def make(version: str, name: str = "site") -> Path:
+        target = tmp_path / f"{name}-{version}"
+        shutil.copytree(release_site(version, tmp_path_factory, bytecode=True), target, symlinks=True, copy_function=os.link)
         return target
 
     return make

@@ -3,14 +3,18 @@ directory standing in for the image's filesystem (no Docker engine needed).
 
 The commands are parsed out of examples/Dockerfile, so the recipe and this test cannot diverge;
 only the image paths (/opt/venv, /opt/fp4patch, /src/fp4patch) are mapped into a temporary
-directory and ARG defaults are expanded.
+directory and ARG defaults are expanded. ``/src/fp4patch`` (``COPY . /src/fp4patch``) is a copy of
+the build context as Docker computes it from ``.dockerignore`` (the Docker SDK's matcher), so the
+recipe also proves that the context holds what the image builds from.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,89 @@ import pytest
 from .conftest import REPO
 
 DOCKERFILE = REPO / "examples" / "Dockerfile"
+# How README and the Dockerfile's header say to build: the checkout is the context.
+DOCKERFILE_IN_CONTEXT = "examples/Dockerfile"
+
+
+def docker_build_context(root: Path, dockerfile: str = DOCKERFILE_IN_CONTEXT) -> set[str]:
+    """Paths (relative to ``root``, files and folders) that ``docker build -f DOCKERFILE ROOT`` sends.
+
+    ``root/.dockerignore`` is read as the Docker SDK reads it (blank lines and ``#`` comments
+    dropped) and matched by ``docker.utils.build.exclude_paths``, the SDK's port of moby's
+    pattern matcher (Go ``filepath.Match`` per path element, ``**``, ``!`` exceptions, and the
+    Dockerfile and .dockerignore always sent).
+    """
+    from docker.utils.build import exclude_paths
+
+    ignore = root / ".dockerignore"
+    lines = ignore.read_text().splitlines() if ignore.exists() else []
+    patterns = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    return {path.replace(os.sep, "/") for path in exclude_paths(str(root), patterns, dockerfile=dockerfile)}
+
+
+def wheel_sources(root: Path) -> set[str]:
+    """Files that ``pip install /src/fp4patch`` builds the wheel from, read from pyproject.toml.
+
+    The hatch wheel target's packages and force-included folders (bytecode caches left out), the
+    readme and pyproject.toml itself.
+    """
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
+    folders = [*wheel["packages"], *wheel.get("force-include", {})]
+    files = {"pyproject.toml", project["project"]["readme"]}
+    for folder in folders:
+        files |= {
+            p.relative_to(root).as_posix()
+            for p in (root / folder).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        }
+    return files
+
+
+def context_files(root: Path) -> set[str]:
+    return {p for p in docker_build_context(root) if (root / p).is_file()}
+
+
+# What `make test`, `make demo`, pytest, hypothesis, python -m build and git leave in a checkout.
+LOCAL_LEFTOVERS = [
+    ".venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so",
+    ".demo/target/lib/python3.11/site-packages/flashinfer/data/cubin.bin",
+    ".demo/tool/bin/fp4patch",
+    ".cache/fp4patch/releases/flashinfer_python-0.7.4-py3-none-any.whl",
+    ".hypothesis/examples/x",
+    ".git/objects/pack/pack-1.pack",
+    ".pytest_cache/v/cache/lastfailed",
+    ".whl/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    "build/lib/fp4patch/cli.py",
+    "dist/fp4patch-0.1.0-py3-none-any.whl",
+    "fp4patch/__pycache__/cli.cpython-311.pyc",
+    "patches/flashinfer-python/fp4-quantize-fullgraph/__pycache__/custom_op_v0_5.cpython-311.pyc",
+    "venv/bin/python",
+    "benchmarks/results/cli.json",
+]
+
+
+def test_docker_context_is_the_wheel_sources_and_leaves_local_environments_out(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    sources = wheel_sources(REPO)
+    for relative in [*sources, ".dockerignore", DOCKERFILE_IN_CONTEXT]:
+        if not (REPO / relative).exists():
+            continue
+        (checkout / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / relative, checkout / relative)
+    for relative in LOCAL_LEFTOVERS:
+        (checkout / relative).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / relative).write_bytes(b"x")
+    sent = context_files(checkout)
+    assert not sent & set(LOCAL_LEFTOVERS), f"sent to the builder: {sorted(sent & set(LOCAL_LEFTOVERS))}"
+    assert sent == sources | {".dockerignore", DOCKERFILE_IN_CONTEXT}, f"missing {sorted(sources - sent)}; extra {sorted(sent - sources)}"
+
+
+def test_docker_context_of_this_checkout_stays_small() -> None:
+    sent = context_files(REPO)
+    assert sent <= wheel_sources(REPO) | {".dockerignore", DOCKERFILE_IN_CONTEXT}, sorted(sent - wheel_sources(REPO))
+    size = sum((REPO / p).stat().st_size for p in sent)
+    assert size < 2_000_000, f"build context {size} bytes"
 
 
 def dockerfile_stage(path: Path, stage: str) -> tuple[list[str], dict[str, str]]:
@@ -54,9 +141,15 @@ def test_dockerfile_parses_into_the_steps_users_read() -> None:
 def test_dockerfile_build_stage_runs(tmp_path: Path) -> None:
     runs, args = dockerfile_stage(DOCKERFILE, "build")
     root = tmp_path / "image"
-    mapping = {"/opt/venv": str(root / "opt/venv"), "/opt/fp4patch": str(root / "opt/fp4patch"), "/src/fp4patch": str(REPO)}
+    source = root / "src/fp4patch"  # COPY . /src/fp4patch: the build context, as Docker computes it
+    for relative in context_files(REPO):
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / relative, source / relative)
+    mapping = {"/opt/venv": str(root / "opt/venv"), "/opt/fp4patch": str(root / "opt/fp4patch"), "/src/fp4patch": str(source)}
     env = {**os.environ, "NO_COLOR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **args}
     env.pop("PYTHONPATH", None)
+    if os.environ.get("TORCH_INDEX_URL"):  # `make test TORCH_INDEX_URL=...`: the CPU build here too, not the CUDA one
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(filter(None, [os.environ.get("PIP_EXTRA_INDEX_URL"), os.environ["TORCH_INDEX_URL"]]))
     for command in runs:
         for image_path, local in mapping.items():
             command = command.replace(image_path, local)
@@ -102,3 +195,36 @@ def test_github_workflow_steps_run(tmp_path: Path) -> None:
     against = outputs["Will the patches apply to the next release?"]
     assert f"flashinfer-python {job_env['FLASHINFER_NEXT']}: fp4-quantize-fullgraph applicable" in against
     assert "::error" not in against
+
+
+# ------------------------------------------------------------------------------------- Makefile
+def make_dry_run(*args: str) -> list[str]:
+    """The commands ``make -n ARGS`` would run in this checkout (nothing is run)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(["make", "-n", *args], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def pip_installs(lines: list[str]) -> list[str]:
+    return [line for line in lines if " -m pip install " in line]
+
+
+def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"  # not built yet: make shows the whole installation
+    index = "https://download.pytorch.org/whl/cpu"
+    chosen = pip_installs(make_dry_run("test", f"VENV={venv}", "TORCH_SPEC=torch==2.13.0+cpu", f"TORCH_INDEX_URL={index}"))
+    torch_lines = [line for line in chosen if "'torch==" in line]
+    assert len(torch_lines) == 1 and torch_lines[0].endswith(f"--index-url {index} 'torch==2.13.0+cpu'"), chosen
+    # the index replaces the registry for torch only: the test requirements and fp4patch come from the usual place
+    assert [line for line in chosen if "--index-url" in line] == torch_lines
+    default = pip_installs(make_dry_run("test", f"VENV={venv}"))
+    assert len(default) == len(chosen) and not any("--index-url" in line for line in default), default
+    (default_torch,) = [line for line in default if "'torch==" in line]
+    assert default_torch.replace("'torch==2.13.0'", f"--index-url {index} 'torch==2.13.0+cpu'") == torch_lines[0]
+
+
+def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
+    (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
+    assert " -n 3 --dist loadgroup " in run and '-m "not property_long"' in run

@@ -29,7 +29,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +39,8 @@ from fp4patch.spec import load_specs
 from fp4patch.trace import entries_for_specs
 from fp4patch.trace_probe import build_cases
 
-from .conftest import SPECS_DIR, release_site, run_cli
+from . import conftest
+from .conftest import SPECS_DIR, run_cli
 
 pytestmark = [
     pytest.mark.torch,
@@ -77,25 +77,13 @@ NON_DEFAULT = {
 OFF_KERNEL_PATH = {"batch_invariant"}
 
 
+# The fixture lives in conftest.py (every test file gets it); kept here under its old name for the
+# test files that import it from this module.
+linked_site = conftest.linked_site
+
+
 def module_name(version: str) -> str:
     return FP4_FILE[version][: -len(".py")].replace("/", ".")
-
-
-@pytest.fixture
-def linked_site(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Call with a version: a private site-packages of hard links to the pristine unpacked wheel.
-
-    The 0.7.4 wheel unpacks to about 700 MB, too much to copy for every test. fp4patch replaces a
-    file by a new inode (``files.atomic_write``), so patching a linked copy leaves the pristine one
-    intact; Python adds only new files (``__pycache__``).
-    """
-
-    def make(version: str, name: str = "site") -> Path:
-        target = tmp_path / f"{name}-{version}"
-        shutil.copytree(release_site(version, tmp_path_factory), target, symlinks=True, copy_function=os.link)
-        return target
-
-    return make
 
 
 def sp(site: Path) -> tuple[str, str]:
