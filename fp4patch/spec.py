@@ -32,8 +32,9 @@ OPERATION_FIELDS = {
     "replace-function-body": set(),
     "append-to-module": {"position"},
     "rewrite-call-arguments": {"call", "from", "to"},
+    "custom-op": {"op-source", "params", "defaults", "release"},
 }
-NEEDS_FUNCTION = {"add-decorator", "insert-at-function-start", "replace-function-body"}
+NEEDS_FUNCTION = {"add-decorator", "insert-at-function-start", "replace-function-body", "custom-op"}
 NEEDS_CODE = {"insert-at-function-start", "replace-function-body", "append-to-module"}
 POSITIONS = {"add-decorator": {"outermost", "innermost"}, "append-to-module": {"end", "after-imports"}}
 TARGET_STATUSES = {"not-needed", "unsupported"}
@@ -70,8 +71,21 @@ class Target:
         if self._operations is None:
             from .operations import OPERATIONS
 
-            self._operations = [OPERATIONS[kind](**kwargs) for kind, kwargs in self.operation_specs]
+            operations = []
+            for kind, kwargs in self.operation_specs:
+                if kind == "custom-op":
+                    operations.extend(_custom_op_operations(kwargs))
+                else:
+                    operations.append(OPERATIONS[kind](**kwargs))
+            self._operations = operations
         return self._operations
+
+    @property
+    def custom_ops(self) -> list:
+        """The :class:`~fp4patch.custom_op.Rendered` op of each ``custom-op`` operation, in order."""
+        from .custom_op import render
+
+        return [render(kwargs["target"]) for kind, kwargs in self.operation_specs if kind == "custom-op"]
 
     def contains(self, version: Version | str) -> bool:
         """True when ``version`` falls inside this target's specifier.
@@ -86,6 +100,25 @@ class Target:
         if version.is_prerelease and not any(Version(s.version.rstrip(".*")).is_prerelease for s in self.versions if s.version[0].isdigit()):
             return self.versions.contains(Version(version.base_version), prereleases=True)
         return False
+
+
+def _custom_op_operations(kwargs: dict[str, Any]) -> list:
+    """A ``custom-op`` as the two operations it renders to: the redirect and the op block."""
+    from .custom_op import render
+    from .operations import AppendToModule, InsertAtFunctionStart
+
+    rendered = render(kwargs["target"])
+    return [
+        InsertAtFunctionStart(
+            function=kwargs["function"],
+            anchor_calls=kwargs["anchor_calls"],
+            anchor_params=kwargs["anchor_params"],
+            exact_params=True,
+            code=rendered.redirect,
+            line=kwargs["line"],
+        ),
+        AppendToModule(code=rendered.block, position="end", line=kwargs["line"]),
+    ]
 
 
 @dataclass
@@ -327,6 +360,7 @@ class _SpecBuilder:
         if not isinstance(raw_ops, list) or not raw_ops:
             raise self.fail(line, "a target needs at least one [[target.operation]] table")
         first_op = sum(len(t.get("operation", [])) for t in self.data["target"][:index] if isinstance(t, dict))
+        self._target_versions = versions_text
         operations = [self.operation(first_op + j, op) for j, op in enumerate(raw_ops)]
         return Target(versions, file=file, operation_specs=operations, line=line)
 
@@ -348,6 +382,8 @@ class _SpecBuilder:
             if value and not function:
                 raise self.fail(self.lines.key(key, line), f"{key!r} needs 'function'")
             kwargs[key.replace("-", "_")] = tuple(value)
+        if kind == "custom-op":
+            return kind, self.custom_op(table, line, kwargs)
         if kind in NEEDS_CODE:
             kwargs["code"] = self.code(table, line)
         elif "code" in table or "code-file" in table:
@@ -390,6 +426,46 @@ class _SpecBuilder:
         except SyntaxError as exc:
             raise SpecError(f"{label}:{offset + (exc.lineno or 1)}: code does not parse: {exc.msg}") from None
         return code
+
+    def custom_op(self, table: dict[str, Any], line: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+        from .custom_op import CustomOpTarget, OpSourceError, check_op_source
+
+        if kwargs["anchor_params"]:
+            raise self.fail(self.lines.key("anchor-params", line), "a custom-op takes 'params' (the release's parameters), not 'anchor-params'")
+        params = table.get("params")
+        if not isinstance(params, list) or not params or not all(isinstance(p, str) for p in params):
+            raise self.fail(self.lines.key("params", line), "'params' must be the non-empty list of the wrapper's parameter names")
+        rel = self._string(table, "op-source", line)
+        source_path = (self.path.parent / rel).resolve()
+        try:
+            source = source_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise self.fail(self.lines.key("op-source", line), f"cannot read op-source {rel!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        tables = {}
+        for key in ("defaults", "release"):
+            value = table.get(key, {})
+            if not isinstance(value, dict):
+                raise self.fail(self.lines.key(key, line), f"{key!r} must be a table ([target.operation.{key}])")
+            tables[key] = value
+        if not all(isinstance(v, str) for v in tables["defaults"].values()):
+            raise self.fail(self.lines.key("defaults", line), "'defaults' values must be Python expressions as strings (e.g. backend = \"'auto'\")")
+        target = CustomOpTarget(
+            function=kwargs["function"],
+            source=source,
+            source_label=f"ops/{source_path.name}" if source_path.parent.name == "ops" else rel,
+            params=tuple(params),
+            defaults=dict(tables["defaults"]),
+            release=dict(tables["release"]),
+            spec_id=str(self.data.get("id", "")),
+            versions=self._target_versions,
+        )
+        try:
+            check_op_source(target)
+        except OpSourceError as exc:
+            raise SpecError(f"{source_path}: {exc} (custom-op at {self.path}:{line})") from None
+        kwargs["anchor_params"] = tuple(params)
+        kwargs["target"] = target
+        return kwargs
 
     def expression(self, table: dict[str, Any], key: str, line: int) -> str:
         text = self._string(table, key, line)

@@ -243,12 +243,15 @@ class Operation:
         anchor_calls: qualified names (``subprocess.check_output``) that must be called in the
             function for the operation to be applicable.
         anchor_params: parameter names the function must have.
+        exact_params: when true, the function may have no parameter beyond ``anchor_params``
+            (a ``custom-op`` redirect forwards exactly those: a new release parameter is drift).
     """
 
     kind: ClassVar[str] = ""
     function: str = ""
     anchor_calls: tuple[str, ...] = ()
     anchor_params: tuple[str, ...] = ()
+    exact_params: bool = False
     line: int = field(default=0, compare=False)
 
     # -- hooks -------------------------------------------------------------------------
@@ -284,6 +287,10 @@ class Operation:
         for name in self.anchor_params:
             if name not in params:
                 return f"parameter {name!r} missing from {self.function}()"
+        if self.exact_params:
+            extra = sorted(params - set(self.anchor_params))
+            if extra:
+                return f"parameter {extra[0]!r} of {self.function}() is not in the spec's params (a new release parameter)"
         if self.anchor_calls:
             called = called_names(function, import_aliases(module))
             for name in self.anchor_calls:
