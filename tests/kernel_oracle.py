@@ -104,12 +104,18 @@ def replaced(targets: dict[str, Any]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def device_stubs(capability: tuple[int, int] = DEFAULT_CAPABILITY, sm_count: int = DEFAULT_SM_COUNT) -> Iterator[None]:
+def device_stubs(
+    capability: tuple[int, int] = DEFAULT_CAPABILITY, sm_count: int = DEFAULT_SM_COUNT, cuda_available: bool = True
+) -> Iterator[None]:
     """Answer CUDA device queries on a machine without a GPU (restored on exit).
 
     Stubs ``torch.cuda.get_device_capability`` (→ ``capability``), ``get_device_properties``,
-    ``current_device`` (→ 0), ``device_count`` (→ 1), ``is_available`` (→ True) and
-    ``get_device_name``, ``current_stream`` (→ an object whose ``cuda_stream`` is 0). FlashInfer reads the capability through these (``utils.get_compute_capability``,
+    ``current_device`` (→ 0), ``get_device_name``, ``current_stream`` (→ an object whose ``cuda_stream`` is 0), and
+    ``Tensor.cuda()`` of a tensor already on ``cuda`` (→ itself, e.g. ``mxfp4_quantize``'s ``a.cuda()``), and
+    with ``cuda_available`` also ``is_available`` (→ True) and ``device_count`` (→ 1): FlashInfer reads the
+    architectures at import (``jit/core.py`` ``check_cuda_arch`` refuses an empty list), so import it and run
+    wrappers eagerly with them; but leave them out (``cuda_available=False``) around ``torch.compile``, whose
+    own set-up then tries to initialise CUDA ("Torch not compiled with CUDA enabled"). FlashInfer reads the capability through these (``utils.get_compute_capability``,
     ``device_support_pdl``), before choosing which JIT module to load.
     """
     import torch
@@ -119,19 +125,26 @@ def device_stubs(capability: tuple[int, int] = DEFAULT_CAPABILITY, sm_count: int
         "get_device_capability": lambda device=None: capability,
         "get_device_properties": lambda device=None: props,
         "current_device": lambda: 0,
-        "device_count": lambda: 1,
-        "is_available": lambda: True,
         "get_device_name": lambda device=None: props.name,
         "current_stream": lambda device=None: _Stream(0),
     }
+    if cuda_available:
+        stubs.update(is_available=lambda: True, device_count=lambda: 1)
     saved = {name: getattr(torch.cuda, name) for name in stubs}
+    tensor_cuda = torch.Tensor.cuda
+
+    def cuda(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self if self.device.type == "cuda" and not args and not kwargs else tensor_cuda(self, *args, **kwargs)
+
     try:
         for name, fn in stubs.items():
             setattr(torch.cuda, name, fn)
+        torch.Tensor.cuda = cuda
         yield
     finally:
         for name, fn in saved.items():
             setattr(torch.cuda, name, fn)
+        torch.Tensor.cuda = tensor_cuda
 
 
 @contextlib.contextmanager

@@ -30,8 +30,15 @@ RELEASE = {"backends": ["auto", "cuda", "cute-dsl"]}
 MUTATES_ARGS = ()
 
 
-def entry(input, is_sf_swizzled_layout=True, alignment=32, enable_pdl=None, backend="auto", sf_swizzle_layout=None,
-          batch_invariant=False):
+def entry(
+    input,
+    is_sf_swizzled_layout=True,
+    alignment=32,
+    enable_pdl=None,
+    backend="auto",
+    sf_swizzle_layout=None,
+    batch_invariant=False,
+):
     """Called while compiling: ``sf_swizzle_layout`` (an ``SfLayout`` or ``None``) crosses as its value / -1."""
     return OP(  # noqa: F821
         input=input,
@@ -65,8 +72,15 @@ def op(
     )
 
 
-def fake(input, is_sf_swizzled_layout=True, alignment=32, enable_pdl=None, backend="auto", sf_swizzle_layout=-1,
-         batch_invariant=False):
+def fake(
+    input,
+    is_sf_swizzled_layout=True,
+    alignment=32,
+    enable_pdl=None,
+    backend="auto",
+    sf_swizzle_layout=-1,
+    batch_invariant=False,
+):
     """float8_e4m3fn ``[*input.shape[:-1], padded_K]`` and the uint8 1-D scale factors of the chosen layout."""
     backends = RELEASE["backends"]  # noqa: F821 - bound per release by the renderer
     if backends and backend not in backends:

@@ -34,10 +34,16 @@ def _grouped_nvfp4_outputs(a, l, m, k):
 
 
 def entry(a, mask, a_global_sf, nvfp4_4over6=None):
-    """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused."""
+    """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused.
+
+    Where a release lacks the parameter, the renderer binds it to ``op()``'s default (-1): it is then an int
+    already, and ``_UNSET`` (absent from those modules) is never looked up.
+    """
     if nvfp4_4over6 is None:
         nvfp4_4over6_code = 0
-    elif nvfp4_4over6 is _UNSET:  # noqa: F821 - the target module's own sentinel (0.7.1+)
+    elif isinstance(nvfp4_4over6, int):  # a release without the parameter: bound to op()'s default, -1
+        nvfp4_4over6_code = nvfp4_4over6
+    elif nvfp4_4over6 is _UNSET:  # noqa: F821 - the target module's own sentinel (0.7.1+, where the parameter exists)
         nvfp4_4over6_code = -1
     else:
         raise TypeError(
