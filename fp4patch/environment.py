@@ -7,6 +7,7 @@ found through :mod:`importlib.metadata` over the target interpreter's ``sys.path
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,12 @@ if TYPE_CHECKING:
 
     from packaging.version import Version
 
-_PROBE = "import json, sys; print(json.dumps({'path': sys.path, 'executable': sys.executable}))"
+#: What the target interpreter is asked: its import path, its executable, and where it keeps
+#: bytecode (``sys.pycache_prefix``, absolute; None when pycs live in ``__pycache__``) under which tag.
+_PROBE = (
+    "import json, os, sys; p = getattr(sys, 'pycache_prefix', None); print(json.dumps({'path': sys.path, "
+    "'executable': sys.executable, 'pycache_prefix': p and os.path.abspath(p), 'cache_tag': sys.implementation.cache_tag}))"
+)
 
 
 @dataclass(frozen=True)
@@ -31,11 +37,29 @@ class TargetEnvironment:
         paths: import search path of the target interpreter (``sys.path`` order).
         python: the target interpreter (used to run ``verify --trace``); ``sys.executable`` by default.
         description: how the environment was given, for messages.
+        pycache_prefix: the target interpreter's ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``),
+            absolute, or None: where it reads and writes bytecode instead of ``__pycache__``.
+            For ``--site-packages`` and the default environment, this interpreter's.
+        cache_tag: the target interpreter's ``sys.implementation.cache_tag`` (``cpython-311``).
     """
 
     paths: tuple[str, ...]
     python: str
     description: str
+    pycache_prefix: str | None = None
+    cache_tag: str | None = None
+
+    @property
+    def bytecode_prefixes(self) -> tuple[str, ...]:
+        """Pycache prefixes whose bytecode of a patched file must be kept current: the target's
+        and this interpreter's (a site-packages shared by both), without duplicates."""
+        own = sys.pycache_prefix and os.path.abspath(sys.pycache_prefix)
+        return tuple(dict.fromkeys(p for p in (self.pycache_prefix, own) if p))
+
+    @property
+    def cache_tags(self) -> tuple[str, ...]:
+        """Cache tags of the target interpreter and of this one."""
+        return tuple(dict.fromkeys(t for t in (self.cache_tag, sys.implementation.cache_tag) if t))
 
 
 @dataclass(frozen=True)
@@ -47,16 +71,26 @@ class InstalledDistribution:
         version: its version, from the distribution's METADATA.
         site_packages: the directory its files are relative to (the parent of its dist-info).
         dist: the underlying :class:`importlib.metadata.Distribution`.
+        bytecode_prefixes: pycache prefixes to keep current (:attr:`TargetEnvironment.bytecode_prefixes`).
+        cache_tags: cache tags whose bytecode is checked (:attr:`TargetEnvironment.cache_tags`).
     """
 
     name: str
     version: Version
     site_packages: Path
     dist: metadata.Distribution
+    bytecode_prefixes: tuple[str, ...] = ()
+    cache_tags: tuple[str, ...] = ()
 
     def locate(self, relative: str) -> Path:
         """Absolute path of a file given relative to site-packages."""
         return self.site_packages / relative
+
+    def spellings(self, relative: str) -> list[Path]:
+        """``relative`` under site-packages as resolved and as found on the target's ``sys.path``
+        (they differ through a symlink, e.g. a venv's ``lib64``): a pycache prefix mirrors the latter."""
+        found = Path(os.path.abspath(str(self.dist.locate_file(relative))))
+        return list(dict.fromkeys([self.locate(relative), found]))
 
 
 def start_probe(python: str) -> subprocess.Popen:
@@ -98,7 +132,7 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
         paths, executable = info["path"], info["executable"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise EnvironmentProblem(f"{python}: did not answer like a Python interpreter (no sys.path printed); pass --python PATH to a Python executable") from None
-    return TargetEnvironment(tuple(p for p in paths if p), executable, f"python {python}")
+    return TargetEnvironment(tuple(p for p in paths if p), executable, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"))
 
 
 def from_site_packages(directory: str | Path) -> TargetEnvironment:
@@ -118,12 +152,18 @@ def from_site_packages(directory: str | Path) -> TargetEnvironment:
         raise EnvironmentProblem(f"{path}: a file, not a site-packages directory; pass an existing --site-packages DIR")
     if not path.is_dir():
         raise EnvironmentProblem(f"{path}: site-packages directory not found; pass an existing --site-packages DIR")
-    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}")
+    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}", *_own_bytecode())
 
 
 def current() -> TargetEnvironment:
     """The environment of the interpreter running fp4patch."""
-    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}")
+    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}", *_own_bytecode())
+
+
+def _own_bytecode() -> tuple[str | None, str]:
+    """This interpreter's ``(pycache prefix, cache tag)``: the best guess for a target given by
+    ``--site-packages`` (run in the same environment, it sees the same ``PYTHONPYCACHEPREFIX``)."""
+    return (sys.pycache_prefix and os.path.abspath(sys.pycache_prefix)), sys.implementation.cache_tag
 
 
 def resolve(python: str | None, site_packages: str | Path | None) -> TargetEnvironment:
@@ -168,7 +208,7 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
         raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
     _refuse_unsupported_install(dist, name)
     site_packages = Path(str(dist.locate_file(""))).resolve()
-    return InstalledDistribution(canonicalize_name(name), version, site_packages, dist)
+    return InstalledDistribution(canonicalize_name(name), version, site_packages, dist, env.bytecode_prefixes, env.cache_tags)
 
 
 def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:

@@ -1,0 +1,181 @@
+"""Environments fp4patch meets (issue 11): every place Python may load bytecode from, the target
+interpreter's flags and environment, and state left behind by an uninstall or a reinstall.
+
+The honest check for bytecode is a fresh interpreter, started as the runtime would be (the same
+``PYTHONPYCACHEPREFIX``, ``-O``/``-OO``), asking the import system's own loader which code object
+``import`` would run for a target file, and comparing it with the source on disk (``WHICH_CODE``):
+no torch import is needed for that, so every combination is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import py_compile
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import release_site, run_cli, snapshot
+from .test_cli_real_wheel import CPP_EXT, DIST_INFO, FP4, STATE, one_line_error, sp
+
+BOTH = ("--spec", "cuda-version-from-torch", "--spec", "fp4-quantize-compiler-disable")
+TARGETS = (CPP_EXT, FP4)
+MODES = ("TIMESTAMP", "CHECKED_HASH", "UNCHECKED_HASH")
+FLAG = {"TIMESTAMP": 0, "CHECKED_HASH": 3, "UNCHECKED_HASH": 1}
+
+
+@pytest.fixture
+def site_060(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private 0.6.0 site-packages of hard links to the shared pristine unpack (fp4patch replaces
+    files by rename, and Python only adds new files, so the pristine copy is never written)."""
+    target = tmp_path / "site-0.6.0"
+    shutil.copytree(release_site("0.6.0", tmp_path_factory), target, symlinks=True, copy_function=os.link)
+    return target
+
+
+# --------------------------------------------------------------------------- bytecode
+#: Run in a fresh interpreter: for each file, is the code ``import`` would run for it (the loader's
+#: get_code: a valid pyc if there is one, else the source) the source on disk compiled now (every
+#: nested code object's bytecode, constants and names)? Prints {file: bool}.
+WHICH_CODE = """
+import importlib.util, json, sys
+def shape(code):
+    return (code.co_code, tuple(shape(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts), code.co_names)
+result = {}
+for path in json.loads(sys.argv[1]):
+    spec = importlib.util.spec_from_file_location("probe_module", path)
+    loaded = spec.loader.get_code("probe_module")
+    fresh = compile(open(path, "rb").read(), path, "exec", dont_inherit=True)
+    result[path] = shape(loaded) == shape(fresh)
+print(json.dumps(result))
+"""
+
+
+def prefixed_pyc(prefix: Path, source: Path, optimization: int = 0) -> Path:
+    """Where an interpreter with ``sys.pycache_prefix = prefix`` keeps the bytecode of ``source``
+    (importlib's own rule, computed by this interpreter with the prefix set for the call)."""
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = str(prefix)
+    try:
+        return Path(importlib.util.cache_from_source(str(source), optimization="" if optimization == 0 else optimization))
+    finally:
+        sys.pycache_prefix = saved
+
+
+def in_tree_pyc(source: Path, optimization: int = 0) -> Path:
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = None
+    try:
+        return Path(importlib.util.cache_from_source(str(source), optimization="" if optimization == 0 else optimization))
+    finally:
+        sys.pycache_prefix = saved
+
+
+def compile_pyc(source: Path, pyc: Path, mode: str, optimization: int) -> None:
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    py_compile.compile(str(source), cfile=str(pyc), optimize=optimization, invalidation_mode=py_compile.PycInvalidationMode[mode], doraise=True)
+
+
+def runs_disk_code(site: Path, prefix: Path | None, optimization: int) -> dict[str, bool]:
+    """{relative target: True when a fresh ``python [-O|-OO]`` (with ``PYTHONPYCACHEPREFIX=prefix``)
+    would run the code on disk}."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX", "PYTHONOPTIMIZE", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # look, do not write
+    if prefix is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    flags = ["-O"] * optimization
+    files = [str(site / t) for t in TARGETS]
+    done = subprocess.run([sys.executable, *flags, "-c", WHICH_CODE, json.dumps(files)], capture_output=True, text=True, env=env, check=True)
+    return {str(Path(p).relative_to(site)): ok for p, ok in json.loads(done.stdout).items()}
+
+
+def prefix_python(tmp_path: Path, prefix: Path) -> Path:
+    """A target interpreter that runs with ``PYTHONPYCACHEPREFIX=prefix`` (as a runtime image may
+    set it) while fp4patch itself runs without it: a wrapper script around this interpreter."""
+    wrapper = tmp_path / "python-with-prefix"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPYCACHEPREFIX="{prefix}" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def test_unchecked_hash_pyc_under_the_targets_pycache_prefix_does_not_survive_apply(site_060: Path, tmp_path: Path) -> None:
+    """The reported case: the target keeps pycs outside the tree (PYTHONPYCACHEPREFIX) and one of
+    fp4_quantization.py is unchecked-hash: after apply the patched code must run, and verify must
+    not say ok while the old pyc would."""
+    prefix = tmp_path / "pycache"
+    python = prefix_python(tmp_path, prefix)
+    compile_pyc(site_060 / FP4, prefixed_pyc(prefix, site_060 / FP4), "UNCHECKED_HASH", 0)
+    assert runs_disk_code(site_060, prefix, 0) == {CPP_EXT: True, FP4: True}
+    assert "PYTHONPYCACHEPREFIX" not in os.environ  # fp4patch itself runs without it: only the target has it
+    env = {"PYTHONPATH": str(site_060)}
+
+    done = run_cli("apply", *BOTH, "--python", str(python), env=env)
+    assert done.returncode == 0, done.stderr
+    assert runs_disk_code(site_060, prefix, 0) == {CPP_EXT: True, FP4: True}, "apply left a stale unchecked-hash pyc under the prefix"
+    verify = run_cli("verify", *BOTH, "--python", str(python), env=env)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    run_cli("revert", "--python", str(python), env=env, check=True)
+    assert runs_disk_code(site_060, prefix, 0) == {CPP_EXT: True, FP4: True}, "revert left a stale pyc under the prefix"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bytecode_in_every_place_and_level_runs_the_disk_code(site_060: Path, tmp_path: Path, mode: str) -> None:
+    """pycs of both target files at -O levels 0, 1, 2, in ``__pycache__`` and under the target's
+    pycache prefix, in one invalidation mode: after apply and after revert, a fresh interpreter of
+    each kind runs the code on disk, and each pyc kept its mode."""
+    prefix = tmp_path / "pycache"
+    python = prefix_python(tmp_path, prefix)
+    pycs = []
+    for t in TARGETS:
+        for level in (0, 1, 2):
+            for pyc in (in_tree_pyc(site_060 / t, level), prefixed_pyc(prefix, site_060 / t, level)):
+                compile_pyc(site_060 / t, pyc, mode, level)
+                pycs.append(pyc)
+    env = {"PYTHONPATH": str(site_060)}
+    for command in ("apply", "revert"):
+        done = run_cli(command, *(BOTH if command == "apply" else ()), "--python", str(python), env=env)
+        assert done.returncode == 0, done.stderr
+        for level in (0, 1, 2):
+            for where in (None, prefix):
+                assert runs_disk_code(site_060, where, level) == dict.fromkeys(TARGETS, True), (command, level, where)
+        for pyc in pycs:
+            assert pyc.exists(), f"{command} removed {pyc} instead of rewriting it"
+            assert int.from_bytes(pyc.read_bytes()[4:8], "little") == FLAG[mode], pyc
+
+
+@pytest.mark.parametrize("where", ["prefix", "tree"])
+def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site_060: Path, tmp_path: Path, where: str) -> None:
+    """A stale unchecked-hash pyc put back after apply (a cache restored by a build, another tool):
+    verify exits 1 naming it — the recorded answer of apply is not used — and apply makes it current."""
+    prefix = tmp_path / "pycache"
+    python = prefix_python(tmp_path, prefix)
+    level = 2 if where == "tree" else 0
+    pyc = in_tree_pyc(site_060 / FP4, level) if where == "tree" else prefixed_pyc(prefix, site_060 / FP4, level)
+    old = tmp_path / "old.pyc"
+    compile_pyc(site_060 / FP4, old, "UNCHECKED_HASH", level)
+    env = {"PYTHONPATH": str(site_060)}
+    run_cli("apply", *BOTH, "--python", str(python), env=env, check=True)
+    assert run_cli("verify", *BOTH, "--python", str(python), env=env).returncode == 0
+
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(old, pyc)
+    assert runs_disk_code(site_060, prefix if where == "prefix" else None, level)[FP4] is False
+    for extra in ((), ("--json",), ("--format", "github")):
+        verify = run_cli("verify", *BOTH, "--python", str(python), *extra, env=env)
+        assert verify.returncode == 1, (extra, verify.stdout, verify.stderr)
+        assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
+        assert "run `fp4patch apply` (rewrites it) or delete it" in verify.stderr
+    assert json.loads(run_cli("verify", *BOTH, "--python", str(python), "--json", env=env).stdout)["ok"] is False
+
+    done = run_cli("apply", *BOTH, "--python", str(python), env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"{site_060 / FP4}: made its stale bytecode current ({pyc} rewritten)" in done.stderr
+    assert runs_disk_code(site_060, prefix if where == "prefix" else None, level)[FP4] is True
+    assert run_cli("verify", *BOTH, "--python", str(python), env=env).returncode == 0
