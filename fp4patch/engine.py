@@ -378,7 +378,7 @@ class Engine:
             elif not record and not allow_modified:
                 self._check_baseline(plan)
         applied_ids = sorted(set(manifest.specs) | {s.id for s in specs})
-        new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files))
+        new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256())
         for plan in plans.values():
             old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
             original = old.original_sha256 if old else sha256(plan.current)
@@ -459,14 +459,15 @@ class Engine:
         if manifest is None:
             return []
         installed = str(self.dist.version)
-        if manifest.version != installed:
+        if self._other_install(manifest):
+            now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
             if not force:
                 raise FileSystemError(
-                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {installed} is installed "
-                    f"(upgraded or reinstalled); not restoring them — `fp4patch revert --force` discards that record, "
+                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
+                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `fp4patch revert --force` discards that record, "
                     f"`fp4patch apply` replaces it"
                 )
-            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({installed} is installed); no file restored")
+            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
             self.store.remove()
             return []
         removing = set(manifest.specs if not ids else ids)
@@ -507,7 +508,11 @@ class Engine:
         for _, path, *_ in writes:
             check_writable(path)
         self._check_state_writable()
-        new_manifest = Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records) if records else None
+        new_manifest = (
+            Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256)
+            if records
+            else None
+        )
         journal = Journal(
             "revert",
             self.dist.name,
@@ -690,14 +695,40 @@ class Engine:
     def _current_manifest(self) -> Manifest | None:
         """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
         manifest = self.store.load()
-        if manifest and manifest.version != str(self.dist.version):
+        if manifest and self._other_install(manifest):
+            now = "installed now" if manifest.version != str(self.dist.version) else "reinstalled since (its RECORD differs)"
             self.notify(
                 f"discarding fp4patch's record of {self.dist.name} {manifest.version} in {self.store.root}: "
-                f"{self.dist.version} is installed now (upgraded or reinstalled), so its backups no longer apply"
+                f"{self.dist.version} is {now} (upgraded or reinstalled), so its backups no longer apply"
             )
             self.store.remove()
             return None
         return manifest
+
+    def _record_sha256(self) -> str | None:
+        from .leftovers import record_sha256
+
+        return record_sha256(self.dist.dist)
+
+    def _other_install(self, manifest: Manifest) -> bool:
+        """True when ``manifest`` was written for another install of the distribution: another
+        version, or (when it recorded one) another RECORD."""
+        if manifest.version != str(self.dist.version):
+            return True
+        return manifest.record_sha256 is not None and manifest.record_sha256 != self._record_sha256()
+
+    def stale_record(self) -> str | None:
+        """One line when fp4patch's record here was written for another install of the
+        distribution (upgraded, or reinstalled with another RECORD): what it is and what removes
+        it; None otherwise (also when there is none, or it cannot be read). Reads only."""
+        from .leftovers import STALE, describe
+
+        if not self.store.root.is_dir():
+            return None
+        state = describe(self.store.root)
+        if state.kind != STALE:
+            return None
+        return f"{state.reason}; `fp4patch apply` replaces it, `fp4patch clean` removes it"
 
     def _check_state_writable(self) -> None:
         """The manifest directory (or the nearest existing parent) must accept new files."""

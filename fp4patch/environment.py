@@ -199,16 +199,51 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
 
     dist = locate_distribution(env, name)
     if dist is None:
+        from .leftovers import gone_note
+
         raise EnvironmentProblem(
             f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
+            + gone_note(env, name)
         )
+    _refuse_stray_metadata(dist, name)
     try:
         version = Version(dist.version)
     except InvalidVersion:
-        raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
+        raise EnvironmentProblem(f"{dist_folder(dist)}: installed version {dist.version!r} of {name} is not a PEP 440 version") from None
     _refuse_unsupported_install(dist, name)
     site_packages = Path(str(dist.locate_file(""))).resolve()
     return InstalledDistribution(canonicalize_name(name), version, site_packages, dist, env.bytecode_prefixes, env.cache_tags)
+
+
+def dist_folder(dist: metadata.Distribution) -> str:
+    """The ``.dist-info``/``.egg-info`` folder ``dist`` was read from (for messages)."""
+    return str(getattr(dist, "_path", None) or dist.locate_file(""))
+
+
+def _refuse_stray_metadata(dist: metadata.Distribution, name: str) -> None:
+    """Several metadata folders of ``name`` in the directory where the import system finds it first
+    (a ``.dist-info`` left by an interrupted install or uninstall beside the real one), or one
+    without a version: which one describes the installed files cannot be told.
+
+    Raises:
+        EnvironmentProblem: naming each folder and what it says.
+    """
+    from importlib import metadata
+
+    base = dist.locate_file("")
+    siblings = list(metadata.distributions(name=name, path=[str(base)]))
+    if len(siblings) < 2 and dist.version is not None:
+        return
+    if len(siblings) < 2:
+        raise EnvironmentProblem(
+            f"{dist_folder(dist)}: metadata of {name} without a version (no METADATA file, or no Version in it: "
+            f"left by an interrupted install or uninstall?); reinstall {name} (pip install --force-reinstall {name})"
+        )
+    described = "; ".join(f"{Path(dist_folder(d)).name}: {'version ' + d.version if d.version else 'no version (no METADATA)'}" for d in siblings)
+    raise EnvironmentProblem(
+        f"{base}: {len(siblings)} metadata folders of {name} ({described}); "
+        f"remove the stray one (left by an interrupted install or uninstall), or reinstall {name}"
+    )
 
 
 def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:

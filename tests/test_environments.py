@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from fp4patch.releases import fetch
+
 from .conftest import release_site, run_cli, snapshot
-from .test_cli_real_wheel import CPP_EXT, DIST_INFO, FP4, STATE, one_line_error, sp
+from .test_cli_real_wheel import CPP_EXT, DIST_INFO, FP4, STATE, assert_matches_record, one_line_error, sp
 
 BOTH = ("--spec", "cuda-version-from-torch", "--spec", "fp4-quantize-compiler-disable")
 TARGETS = (CPP_EXT, FP4)
@@ -179,3 +181,122 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
     assert f"{site_060 / FP4}: made its stale bytecode current ({pyc} rewritten)" in done.stderr
     assert runs_disk_code(site_060, prefix if where == "prefix" else None, level)[FP4] is True
     assert run_cli("verify", *BOTH, "--python", str(python), env=env).returncode == 0
+
+
+# --------------------------------------------------------------------------- leftovers
+@pytest.mark.parametrize("stray", ["no-metadata", "other-version"])
+def test_a_stray_dist_info_beside_the_real_one_is_named(site_060: Path, stray: str) -> None:
+    """An interrupted install/uninstall can leave a second ``.dist-info``; which one describes the
+    files cannot be told, so every command refuses, naming each folder (not "version None")."""
+    folder = site_060 / "flashinfer_python-0.5.0.dist-info"
+    if stray == "no-metadata":
+        folder.mkdir()
+        (folder / "RECORD").write_text("")
+    else:
+        shutil.copytree(site_060 / DIST_INFO, folder)
+        metadata = folder / "METADATA"
+        text = metadata.read_text(encoding="utf-8")
+        metadata.unlink()  # a new file: never write through the hard link to the pristine copy
+        metadata.write_text(text.replace("Version: 0.6.0", "Version: 0.5.0", 1), encoding="utf-8")
+    files = snapshot(site_060)
+    for command in ("status", "apply", "verify", "revert"):
+        done = run_cli(command, *sp(site_060))
+        assert done.returncode == 2, (command, done.stderr)
+        line = one_line_error(done.stderr)
+        assert "flashinfer_python-0.5.0.dist-info" in line and DIST_INFO in line, line
+        assert "None" not in line
+    assert snapshot(site_060) == files
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv for this module's pip tests (made once: venvs are slow); each test installs what it needs."""
+    where = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where
+
+
+def pip(venv: Path, *args: str) -> None:
+    """This interpreter's pip acting on ``venv`` (``pip --python``), offline, from the release cache."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def install(venv: Path, version: str, *extra: str) -> None:
+    pip(venv, "install", "-q", "--no-deps", "--no-index", "--no-compile", *extra, str(fetch("flashinfer-python", version)))
+
+
+def venv_site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def test_pip_uninstall_after_apply_leftovers_are_reported_and_cleaned(venv: Path) -> None:
+    python = str(venv / "bin" / "python")
+    install(venv, "0.6.0", "--force-reinstall")
+    site = venv_site(venv)
+    run_cli("apply", "--python", python, check=True)
+    pip(venv, "uninstall", "-y", "flashinfer-python")
+    state = site / STATE / "flashinfer-python"
+    assert (state / "manifest.json").is_file()  # pip leaves fp4patch's directory: not in RECORD
+
+    for command in ("status", "verify", "apply", "revert"):
+        done = run_cli(command, "--python", python)
+        assert done.returncode == 2, (command, done.stderr)
+        line = one_line_error(done.stderr)
+        assert "flashinfer-python is not installed" in line
+        assert f"fp4patch's record of flashinfer-python 0.6.0 in {state}: flashinfer-python is no longer installed there" in line
+        assert "`fp4patch clean` removes it" in line
+    done = run_cli("clean", "--python", python, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [(s["path"], s["kind"]) for s in report["removed"]] == [(str(state), "gone")] and report["kept"] == []
+    assert not (site / STATE).exists()
+    done = run_cli("clean", "--python", python)
+    assert done.returncode == 0 and "nothing to clean" in done.stdout
+
+
+@pytest.mark.parametrize("how", ["upgrade", "another-record"])
+def test_state_of_a_reinstalled_distribution_is_reported_and_cleaned(venv: Path, how: str) -> None:
+    """After ``pip install`` of another version, or a reinstall of the same version that wrote
+    another RECORD (here: with bytecode compiled, which RECORD lists), the record describes files that
+    are gone: status says so, revert refuses it, clean removes it and leaves the installed files alone."""
+    python = str(venv / "bin" / "python")
+    install(venv, "0.6.0", "--force-reinstall")
+    site = venv_site(venv)
+    run_cli("apply", "--spec", "cuda-version-from-torch", "--python", python, check=True)
+    if how == "upgrade":
+        install(venv, "0.6.1")
+        now = "flashinfer-python 0.6.1 is installed there now (upgraded or reinstalled)"
+    else:
+        pip(venv, "install", "-q", "--no-deps", "--no-index", "--force-reinstall", str(fetch("flashinfer-python", "0.6.0")))
+        now = "flashinfer-python 0.6.0 was reinstalled since (its RECORD differs)"
+    state = site / STATE / "flashinfer-python"
+    status = run_cli("status", "--python", python, "--json")
+    assert status.returncode == 0, status.stderr
+    note = json.loads(status.stdout)["stale_record"]
+    assert note == f"fp4patch's record of flashinfer-python 0.6.0 in {state}: {now}; `fp4patch apply` replaces it, `fp4patch clean` removes it"
+    assert f"stale record: {note}" in " ".join(run_cli("status", "--python", python).stdout.split())
+    refused = run_cli("revert", "--python", python)
+    assert refused.returncode == 3 and "backups are for flashinfer-python 0.6.0 but" in one_line_error(refused.stderr)
+
+    files = snapshot(site)
+    done = run_cli("clean", "--python", python)
+    assert done.returncode == 0, done.stderr
+    assert f"removed fp4patch's record of flashinfer-python 0.6.0 in {state}: {now}" in " ".join(done.stdout.split())
+    assert not (site / STATE).exists()
+    assert snapshot(site) == {k: v for k, v in files.items() if not k.startswith(str(STATE))}
+    status = run_cli("status", "--python", python, "--json")
+    assert json.loads(status.stdout)["stale_record"] is None and json.loads(status.stdout)["recorded"] == []
+
+
+def test_clean_keeps_the_record_of_the_installed_distribution(site_060: Path) -> None:
+    run_cli("apply", *sp(site_060), check=True)
+    files = snapshot(site_060)
+    state = (site_060 / STATE).rglob("*")
+    state = {p: p.read_bytes() for p in state if p.is_file()}
+    done = run_cli("clean", *sp(site_060))
+    assert done.returncode == 0, done.stderr
+    assert "kept fp4patch's record of flashinfer-python 0.6.0" in done.stdout and "`fp4patch revert` removes them" in " ".join(done.stdout.split())
+    assert snapshot(site_060) == files and {p: p.read_bytes() for p in state} == state
+    run_cli("revert", *sp(site_060), check=True)
+    assert_matches_record(site_060)
