@@ -8,7 +8,7 @@ default, ``-j N`` to change):
 2. check every spec on the pristine files;
 3. apply the default specs that are applicable, and check them again (they must be ``applied``);
 4. where the release is a wheel (0.5.0 on), run the CPU trace probe with this interpreter and
-   ``PYTHONPATH`` set to that site-packages;
+   that site-packages first on its ``sys.path`` (the probe's ``--path``);
 5. revert, and compare every file with the pristine hashes (byte-identical, no file left over);
 6. each non-default spec alike, on its own (apply, check, revert, compare).
 

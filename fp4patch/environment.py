@@ -35,7 +35,8 @@ class TargetEnvironment:
 
     Attributes:
         paths: import search path of the target interpreter (``sys.path`` order).
-        python: the target interpreter (used to run ``verify --trace``); ``sys.executable`` by default.
+        python: the target interpreter as given (``--python``; used to run ``verify --trace``, so a
+            wrapper script's flags and environment apply); ``sys.executable`` by default.
         description: how the environment was given, for messages.
         pycache_prefix: the target interpreter's ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``),
             absolute, or None: where it reads and writes bytecode instead of ``__pycache__``.
@@ -132,7 +133,10 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
         paths, executable = info["path"], info["executable"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise EnvironmentProblem(f"{python}: did not answer like a Python interpreter (no sys.path printed); pass --python PATH to a Python executable") from None
-    return TargetEnvironment(tuple(p for p in paths if p), executable, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"))
+    # The probe of verify --trace is started as the user starts the target (``python`` itself, not
+    # the ``sys.executable`` behind it): a wrapper's flags (-I, -OO) and environment then apply to it too.
+    del executable
+    return TargetEnvironment(tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"))
 
 
 def from_site_packages(directory: str | Path) -> TargetEnvironment:

@@ -9,7 +9,6 @@ Dynamo error, verbatim).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,24 +20,29 @@ PROBE = Path(__file__).with_name("trace_probe.py")
 
 
 def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:
-    """Run the probe with ``env.python``; ``site_packages`` (for ``--site-packages``) goes first on PYTHONPATH.
+    """Run the probe with ``env.python``; ``site_packages`` (for ``--site-packages`` and
+    ``--against``) goes first on its ``sys.path`` (the probe's ``--path``: unlike ``PYTHONPATH``,
+    also under ``python -I``), and flashinfer must be imported from there.
 
     Returns the case results (see module docstring); time in seconds for ``timeout``.
 
     Raises:
-        EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
-            probe prints no result.
+        EnvironmentProblem: the interpreter cannot import torch or flashinfer (or imports it from
+            elsewhere than ``site_packages``), the environment disables torch.compile
+            (``TORCH_COMPILE_DISABLE=1``, named), the probe times out or prints no result.
     """
-    environ = dict(os.environ)
-    if site_packages is not None:
-        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site_packages), environ.get("PYTHONPATH", "")]))
     command = [env.python, str(PROBE), "--json"] + (["--filter", case_filter] if case_filter else [])
+    if site_packages is not None:
+        command += ["--path", str(site_packages)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=timeout, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"{PROBE}: trace probe ran over {timeout:.0f} s in {env.python}; rerun with fewer cases") from None
     except OSError as exc:
         raise EnvironmentProblem(f"{env.python}: cannot run the trace probe ({exc.strerror})") from None
+    if done.returncode == 3:  # the environment disables torch.compile: the probe names how
+        last = (done.stderr.strip().splitlines() or ["torch.compile is disabled"])[-1]
+        raise EnvironmentProblem(f"{env.python}: {last}; `fp4patch verify --trace` needs torch.compile")
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProblem(

@@ -300,3 +300,99 @@ def test_clean_keeps_the_record_of_the_installed_distribution(site_060: Path) ->
     assert snapshot(site_060) == files and {p: p.read_bytes() for p in state} == state
     run_cli("revert", *sp(site_060), check=True)
     assert_matches_record(site_060)
+
+
+# --------------------------------------------------------------------------- target flags
+TORCH_SKIP = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)")
+#: How a runtime image may start Python: command-line flags, or the environment variables that set them.
+FLAGS = {
+    "-O": (["-O"], {}),
+    "-OO": (["-OO"], {}),
+    "PYTHONOPTIMIZE=2": ([], {"PYTHONOPTIMIZE": "2"}),
+    "-I": (["-I"], {}),
+    "PYTHONDONTWRITEBYTECODE=1": ([], {"PYTHONDONTWRITEBYTECODE": "1"}),
+}
+
+
+@pytest.fixture(scope="module")
+def target_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding a hard-linked copy of flashinfer-python 0.6.0, with torch and FlashInfer's
+    import-time dependencies reached through a ``.pth`` file to this interpreter's site-packages
+    (a ``.pth`` is read in isolated mode too, unlike ``PYTHONPATH``)."""
+    where = tmp_path_factory.mktemp("target") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = venv_site(where)
+    shutil.rmtree(site)
+    shutil.copytree(release_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link)
+    own = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "torch").is_dir()) if importlib.util.find_spec("torch") else ""
+    (site / "zz-test-deps.pth").write_text(f"{own}\n" if own else "")
+    return where
+
+
+def flagged_python(tmp_path: Path, venv: Path, flag: str) -> tuple[Path, dict[str, str]]:
+    """A target interpreter started the way ``flag`` says (a wrapper script), and the environment to run fp4patch in."""
+    args, env = FLAGS[flag]
+    wrapper = tmp_path / f"python{flag.replace('=', '-')}"
+    wrapper.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" {" ".join(args)} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper, env
+
+
+@pytest.mark.parametrize("flag", list(FLAGS))
+def test_every_static_command_works_with_the_targets_flags(target_venv: Path, tmp_path: Path, flag: str) -> None:
+    python, env = flagged_python(tmp_path, target_venv, flag)
+    site = venv_site(target_venv)
+    pristine = {t: (site / t).read_bytes() for t in TARGETS}
+    for command in ("status", "diff", "apply", "verify", "revert"):
+        done = run_cli(command, "--python", str(python), env=env)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr)
+        if command == "verify":
+            assert "verify: ok" in done.stdout
+    assert {t: (site / t).read_bytes() for t in TARGETS} == pristine
+    assert not (site / STATE).exists()
+
+
+@TORCH_SKIP
+@pytest.mark.parametrize("flag", list(FLAGS))
+def test_the_trace_probe_runs_in_a_target_with_flags(
+    target_venv: Path, site_060: Path, tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``verify --trace``'s probe, through fp4patch's own runner, in a target started with each
+    flag, on a patched copy given as a directory (as ``--against`` and ``--site-packages`` do): the
+    target's own FlashInfer is unpatched, so a pass proves the copy was traced — under ``-I`` too,
+    which ignores ``PYTHONPATH``. One case each; the whole probe runs in the next test."""
+    from fp4patch.environment import from_python
+    from fp4patch.trace import run_probe
+
+    python, env = flagged_python(tmp_path, target_venv, flag)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    run_cli("apply", *sp(site_060), check=True)
+    cases = run_probe(from_python(str(python)), site_060, case_filter="M=1 K=64 ")
+    assert [(c["passed"], c["error"]) for c in cases] == [(True, None)], cases
+
+
+@TORCH_SKIP
+def test_verify_trace_with_optimization_isolation_and_no_bytecode_together(target_venv: Path, tmp_path: Path) -> None:
+    wrapper = tmp_path / "python-flags"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONDONTWRITEBYTECODE=1 exec "{target_venv / "bin" / "python"}" -OO -I "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    run_cli("apply", "--python", str(wrapper), check=True)
+    try:
+        done = run_cli("verify", "--trace", "--json", "--python", str(wrapper))
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+        report = json.loads(done.stdout)
+        assert report["ok"] and report["trace"] and all(c["passed"] for c in report["trace"])
+    finally:
+        run_cli("revert", "--python", str(wrapper), check=True)
+
+
+@TORCH_SKIP
+@pytest.mark.parametrize("variable", ["TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE"])
+def test_verify_trace_names_the_variable_that_disables_torch_compile(site_060: Path, variable: str) -> None:
+    run_cli("apply", *sp(site_060), check=True)
+    done = run_cli("verify", "--trace", *sp(site_060), env={variable: "1"})
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    line = one_line_error(done.stderr)
+    assert f"{variable}=1 in the environment disables torch.compile (Dynamo)" in line and "sm75" not in line, line
+    assert "`fp4patch verify --trace` needs torch.compile" in line
