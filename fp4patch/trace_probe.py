@@ -335,17 +335,16 @@ def passed(r):
 
 def dynamo_disabled(torch):
     """What turns torch.compile into a no-op here (``TORCH_COMPILE_DISABLE=1``), or ""."""
-    found = ["{}={}".format(name, os.environ[name]) for name in DYNAMO_DISABLING_VARIABLES if os.environ.get(name) == "1"]
+    found = [f"{name}={os.environ[name]}" for name in DYNAMO_DISABLING_VARIABLES if os.environ.get(name) == "1"]
     if found:
         return " and ".join(found) + " in the environment"
     try:
         import torch._dynamo
 
-        if torch._dynamo.config.disable:
-            return "torch._dynamo.config.disable = True"
-    except Exception:  # an odd torch: let the cases report what fails
-        pass
-    return ""
+        disabled = bool(torch._dynamo.config.disable)
+    except (ImportError, AttributeError):  # an odd torch: let the cases report what fails
+        disabled = False
+    return "torch._dynamo.config.disable = True" if disabled else ""
 
 
 def main(argv=None):
@@ -361,8 +360,7 @@ def main(argv=None):
 
     disabling = dynamo_disabled(torch)
     if disabling:
-        print("{} disables torch.compile (Dynamo) in this interpreter, so nothing can be traced; "
-              "unset it for the trace".format(disabling), file=sys.stderr)
+        print(f"{disabling} disables torch.compile (Dynamo) in this interpreter, so nothing can be traced; unset it for the trace", file=sys.stderr)
         return 3
     _install_device_stubs(torch)
     try:
@@ -373,7 +371,7 @@ def main(argv=None):
         return 2
     where = os.path.dirname(os.path.dirname(os.path.abspath(getattr(flashinfer, "__file__", "") or "")))
     if ns.path and os.path.realpath(where) != os.path.realpath(ns.path):
-        print("flashinfer was imported from {}, not from {} (a .pth file or sitecustomize?)".format(where, ns.path), file=sys.stderr)
+        print(f"flashinfer was imported from {where}, not from {ns.path} (a .pth file or sitecustomize?)", file=sys.stderr)
         return 2
 
     import warnings
