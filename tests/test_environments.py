@@ -396,3 +396,23 @@ def test_verify_trace_names_the_variable_that_disables_torch_compile(site_060: P
     line = one_line_error(done.stderr)
     assert f"{variable}=1 in the environment disables torch.compile (Dynamo)" in line and "sm75" not in line, line
     assert "`fp4patch verify --trace` needs torch.compile" in line
+
+
+def test_a_recorded_verify_answer_is_not_used_under_another_pycache_prefix(site_060: Path, tmp_path: Path) -> None:
+    """apply records verify's answer with the bytecode paths of the target's prefix then; a target
+    that later keeps its pycs under another prefix (holding a stale one) must get the full check."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    python_a, python_b = prefix_python(tmp_path / "a", first), prefix_python(tmp_path / "b", second)
+    env = {"PYTHONPATH": str(site_060)}
+    old = tmp_path / "old.pyc"
+    compile_pyc(site_060 / FP4, old, "UNCHECKED_HASH", 0)
+    run_cli("apply", *BOTH, "--python", str(python_a), env=env, check=True)
+    assert run_cli("verify", *BOTH, "--python", str(python_a), env=env).returncode == 0
+    pyc = prefixed_pyc(second, site_060 / FP4)
+    pyc.parent.mkdir(parents=True)
+    shutil.copyfile(old, pyc)
+    verify = run_cli("verify", *BOTH, "--python", str(python_b), env=env)
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
