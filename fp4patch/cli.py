@@ -107,12 +107,15 @@ def status(
         reports = [engine.report(s) for s in selected]
         manifest = engine.store.load()
         applied = manifest.specs if manifest else []
+        stale = engine.stale_record()  # left from another install of the distribution
         if as_json:
-            print(json.dumps({**_header(engine), "recorded": applied, "specs": [r.to_json() for r in reports]}, indent=2))
+            print(json.dumps({**_header(engine), "recorded": applied, "stale_record": stale, "specs": [r.to_json() for r in reports]}, indent=2))
             return EXIT_OK
         h = _header(engine)
         out.print(f"[bold]{h['distribution']} {h['version']}[/] in {h['site_packages']}")
         out.print(f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}")
+        if stale:
+            out.print(f"stale record: {stale}", markup=False)
         out.print(reports_table("specs", [r.to_json() for r in reports], show_summary=True))
         return EXIT_OK
 
@@ -407,6 +410,33 @@ def revert(
                 out.print(f"{h['distribution']} {h['version']}: reverted; originals restored byte for byte in {h['site_packages']}")
             else:
                 out.print(f"{h['distribution']} {h['version']}: nothing to write back (the files hold their original bytes); fp4patch's record removed")
+        return EXIT_OK
+
+    _run(as_json, body, quiet)
+
+
+@app.command()
+def clean(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Remove fp4patch's state left for a distribution that was uninstalled or reinstalled. Never touches installed files."""
+
+    def body() -> int:
+        from .leftovers import clean as remove_leftovers
+
+        removed, kept = remove_leftovers(_environment(python, site_packages))
+        if as_json:
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "removed": [s.to_json() for s in removed], "kept": [s.to_json() for s in kept]}, indent=2))
+            return EXIT_OK
+        for state in removed:
+            out.print(f"removed {state.reason}", markup=False)
+        for state in kept:
+            out.print(f"kept {state.reason}", markup=False)
+        if not removed and not kept:
+            out.print("nothing to clean: no fp4patch state here")
         return EXIT_OK
 
     _run(as_json, body, quiet)

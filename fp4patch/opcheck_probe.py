@@ -198,11 +198,14 @@ def check_function(function, torch, dev, name_filter=""):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="GPU opcheck of fp4patch's ops")  # not __doc__: None under -OO
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
     parser.add_argument("--filter", default="", help="only cases whose 'function case' contains this text")
     parser.add_argument("--skip", action="append", default=[], help="leave out a function (repeatable)")
     args = parser.parse_args(argv)
+    if args.path:
+        sys.path.insert(0, args.path)
     try:
         import torch
     except Exception as exc:
