@@ -2,7 +2,9 @@
 
 Reports here are the dicts of ``--json`` (:meth:`fp4patch.engine.SpecReport.to_json`, described
 by ``docs/json-schema.json``), so that a report computed now and one recorded by ``apply``
-(:mod:`fp4patch.verdict`) print the same bytes. Only rich is imported (no typer, no libcst).
+(:mod:`fp4patch.verdict`) print the same bytes. Tables are aligned plain lines, ANSI-coloured on
+a terminal, in logs and on terminals alike; rich is imported only for the consoles ``out`` and
+``err`` (never by ``verify_output``), typer and libcst never.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def reports_lines(reports: list[dict[str, Any]], show_summary: bool = False, col
     rows = []
     for r in reports:
         files = ", ".join(sorted({t["file"] for t in r["targets"] if t["file"]}))
-        row = [(r["id"], "bold" if color else ""), (r["state"], STATE_STYLE.get(r["state"], ""))]
+        row = [(r["id"], "bold"), (r["state"], STATE_STYLE.get(r["state"], ""))]
         if show_summary:
             row.append(("default" if r["default"] else "-", ""))
             text = r["summary"] + (f" ({files})" if files else "") + (f": {r['detail']}" if r["detail"] else "")

@@ -190,6 +190,7 @@ def _fresh_venv(where: Path) -> Path:
     return python
 
 
+@pytest.mark.slow
 def test_against_an_sdist_only_release_from_a_fresh_venv(tmp_path: Path) -> None:
     python = _fresh_venv(tmp_path / "venv")
     env = {**os.environ, "NO_COLOR": "1", "FP4PATCH_CACHE": str(tmp_path / "cache")}
