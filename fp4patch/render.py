@@ -14,12 +14,11 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 #: Version of the --json output; docs/json-schema.json describes it. Bump on incompatible changes.
 JSON_SCHEMA_VERSION = 1
