@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, release_site
+from .conftest import REPO, release_params, release_site
 
 pytestmark = [
     pytest.mark.torch,
@@ -234,7 +234,7 @@ def present(version: str) -> list[str]:
     return [f for f in QUANTIZERS if f not in FIRST or _v(version) >= _v(FIRST[f])]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", release_params(VERSIONS))
 def test_fake_matches_the_wrappers_own_allocation(version: str, tmp_path_factory) -> None:
     site = release_site(version, tmp_path_factory, sources_only=True)
     functions = present(version)
@@ -537,7 +537,7 @@ def _expected_forward(fn: str, version: str, sent: dict) -> dict:
     return {k: convert.get((k, v), v) if not isinstance(v, list) else v for k, v in sent.items()}
 
 
-@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("version", release_params(TRACE_VERSIONS))
 def test_patched_call_is_one_graph_with_one_op_node(version: str, linked_src_site) -> None:
     from .conftest import run_cli
 
