@@ -88,10 +88,24 @@ def _pack_unpacked_sdist(scratch: Path, name: str, version: str, cache: Path) ->
         target = cache / f"{stem}.tar.gz"
         partial = cache / f".{stem}.tar.gz.partial"
         with tarfile.open(partial, "w:gz") as tar:
-            tar.add(pkg_info.parent, arcname=stem)
+            tar.add(pkg_info.parent, arcname=stem, filter=lambda member: _sdist_member(member, stem))
         partial.replace(target)
         return target
     return None
+
+
+def _sdist_member(member: tarfile.TarInfo, stem: str) -> tarfile.TarInfo | None:
+    """What of pip's unpacked tree goes back into the cached sdist: not what pip's failed metadata
+    step left behind (``build/``: flashinfer 0.2.6's setup.py links ``build/aot-ops-package-dir``
+    to an absolute path, which ``tarfile``'s data filter refuses on unpack), nor any link that
+    points outside the tree."""
+    if member.name == f"{stem}/build" or member.name.startswith(f"{stem}/build/"):
+        return None
+    if member.issym() or member.islnk():
+        target = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
+        if os.path.isabs(member.linkname) or not (target == stem or target.startswith(stem + "/")):
+            return None
+    return member
 
 
 def _pkg_info(path: Path) -> dict[str, str]:
@@ -141,8 +155,11 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path
         return destination
     if archive.name.endswith(".tar.gz"):
         scratch = destination.parent / (destination.name + ".sdist")
-        with tarfile.open(archive) as tar:
-            tar.extractall(scratch, filter="data")
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(scratch, filter="data")
+        except (tarfile.TarError, OSError) as exc:  # FilterError included: a link out of the tree, an absolute path
+            raise EnvironmentProblem(f"{archive}: cannot unpack ({exc}); delete it from the cache and fetch the release again") from None
         (root,) = [p for p in scratch.iterdir() if p.is_dir()]
         pkg_info = (root / "PKG-INFO").read_text(encoding="utf-8")
         headers = dict(line.split(": ", 1) for line in pkg_info.splitlines() if ": " in line and not line.startswith(" "))

@@ -1,0 +1,46 @@
+"""The sdist fp4patch packs from the tree pip unpacked, and unpacking a bad archive."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from fp4patch.errors import EnvironmentProblem
+from fp4patch.releases import _pack_unpacked_sdist, unpack
+
+
+def _tree(root: Path) -> None:
+    """What pip leaves after a failed metadata step of flashinfer-python 0.2.6: the sdist's files plus
+    a ``build/`` with a link to an absolute path (made by its setup.py)."""
+    sdist = root / "pip-req-build" / "flashinfer_python-0.2.6"
+    (sdist / "flashinfer").mkdir(parents=True)
+    (sdist / "flashinfer" / "__init__.py").write_text("__version__ = '0.2.6'\n")
+    (sdist / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.2.6\n")
+    (sdist / "build").mkdir()
+    os.symlink("/tmp", sdist / "build" / "aot-ops-package-dir")
+    os.symlink("/etc/hostname", sdist / "flashinfer" / "outside")
+
+
+def test_the_packed_sdist_leaves_out_build_leftovers_and_links_out_of_the_tree(tmp_path: Path) -> None:
+    _tree(tmp_path / "scratch")
+    archive = _pack_unpacked_sdist(tmp_path / "scratch", "flashinfer-python", "0.2.6", tmp_path)
+    assert archive is not None and archive.name == "flashinfer_python-0.2.6.tar.gz"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "flashinfer_python-0.2.6/flashinfer/__init__.py" in names
+    assert not [n for n in names if "/build" in n or n.endswith("/outside")], names
+    site = unpack(archive, tmp_path / "site")
+    assert (site / "flashinfer" / "__init__.py").is_file()
+
+
+def test_an_archive_with_an_absolute_link_is_a_one_line_error(tmp_path: Path) -> None:
+    archive = tmp_path / "flashinfer_python-0.2.6.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo("flashinfer_python-0.2.6/build/aot-ops-package-dir")
+        link.type, link.linkname = tarfile.SYMTYPE, "/tmp"
+        tar.addfile(link)
+    with pytest.raises(EnvironmentProblem, match="cannot unpack .*delete it from the cache"):
+        unpack(archive, tmp_path / "site")
