@@ -203,6 +203,11 @@ def main(argv=None):
     parser.add_argument("--filter", default="", help="only cases whose 'function case' contains this text")
     parser.add_argument("--skip", action="append", default=[], help="leave out a function (repeatable)")
     args = parser.parse_args(argv)
+    # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
+    # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
+    out = sys.stdout
+    if args.json:
+        sys.stdout = sys.stderr
     try:
         import torch
     except Exception as exc:
@@ -230,7 +235,7 @@ def main(argv=None):
         print("opcheck probe: no patched op found; run fp4patch apply first", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps(results), file=out)
     else:
         for r in results:
             print("{:<44} {:<34} {:<8} {}".format(r["function"], r["case"], r["status"], r["detail"]))
