@@ -15,11 +15,12 @@ TORCH_INDEX_URL ?=
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
-.PHONY: help demo test test-all test-property lint bench compat clean
+.PHONY: help demo test test-eras test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
+	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
 	@echo "make lint   - ruff + compile check"
 	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
@@ -41,7 +42,11 @@ TEST_JOBS ?= auto
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras" tests
+
+# Every release between 0.6.0 and 0.7.4 where an op's code differs: the per-era fake checks (tens of minutes).
+test-eras: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m eras tests
 
 # The property_long tests carry the hypothesis profile property-long (1000 examples; see tests/test_property_formatting.py).
 test-property: $(VENV)/.installed

@@ -117,8 +117,8 @@ def main() -> int:
             "fp4patch verify (patched)": lambda: timed([*fp4_script, "verify", "--site-packages", str(patched)], env=env),
             "fp4patch verify --python (patched venv)": lambda: timed([*fp4_script, "verify", "--python", str(target_python)], env=env),
             "python -m fp4patch verify (patched)": lambda: timed([*fp4, "verify", "--site-packages", str(patched)], env=env),
-            "fp4patch verify (patched, rich table as on a terminal: FORCE_COLOR=1)": lambda: timed(
-                [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FORCE_COLOR": "1"}
+            "fp4patch verify (patched, coloured as on a terminal: FORCE_COLOR=1)": lambda: timed(
+                [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FORCE_COLOR": "1", "NO_COLOR": ""}
             ),
             "fp4patch verify --format github (patched)": lambda: timed([*fp4_script, "verify", "--format", "github", "--site-packages", str(patched)], env=env),
             "fp4patch verify --json (patched)": lambda: timed([*fp4_script, "verify", "--json", "--site-packages", str(patched)], env=env),

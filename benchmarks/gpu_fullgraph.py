@@ -96,27 +96,39 @@ def torch_bf16():
     return torch.bfloat16
 
 
-def make_block(fi):
+def make_block(fi, inp):
+    """The block as a module: weights and scales are buffers, so CUDA-graph capture
+    (``mode="reduce-overhead"``) treats them as static, as it treats a model's parameters."""
     import torch
 
-    def block(x, norm, gs, gs1, mask, w_fp8, one):
-        for w, wq in zip(norm, w_fp8):
-            h = torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
-            hb = h.view(1, h.shape[0], h.shape[1])
-            q1, s1 = fi.fp4_quantize(h, gs)
-            q2, s2 = fi.nvfp4_batched_quantize(hb, gs)
-            q3, s3 = fi.scaled_fp4_grouped_quantize(hb, mask, gs1)
-            q4, s4 = fi.silu_and_mul_scaled_nvfp4_experts_quantize(torch.cat([hb, hb], dim=-1), mask, gs1)
-            q5, s5 = fi.mxfp8_quantize(h)
-            y = fi.bmm_fp8(q5.view(1, h.shape[0], h.shape[1]), wq, one, one, torch.bfloat16)
-            # elementwise ops consuming every output, so nothing is dead code
-            x = x * 0.5 + q1.to(x.dtype).repeat_interleave(2, dim=-1) * 1e-3
-            side = sum(t.to(torch.float32).mean() for t in (s1, s2, s3, s4, s5, q2, q3, q4))
-            x = torch.nn.functional.silu(x) + side.to(x.dtype) * 1e-3
-            x = x + y.view(h.shape[0], -1).repeat(1, x.shape[1] // y.shape[-1]) * 1e-3
-        return x
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i, (w, wq) in enumerate(zip(inp["norm"], inp["w_fp8"])):
+                self.register_buffer(f"norm{i}", w)
+                self.register_buffer(f"w_fp8{i}", wq)
+            for name in ("gs", "gs1", "mask", "one"):
+                self.register_buffer(name, inp[name])
 
-    return block
+        def forward(self, x):
+            for i in range(LAYERS):
+                w, wq = getattr(self, f"norm{i}"), getattr(self, f"w_fp8{i}")
+                h = torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
+                hb = h.view(1, h.shape[0], h.shape[1])
+                q1, s1 = fi.fp4_quantize(h, self.gs)
+                q2, s2 = fi.nvfp4_batched_quantize(hb, self.gs)
+                q3, s3 = fi.scaled_fp4_grouped_quantize(hb, self.mask, self.gs1)
+                q4, s4 = fi.silu_and_mul_scaled_nvfp4_experts_quantize(torch.cat([hb, hb], dim=-1), self.mask, self.gs1)
+                q5, s5 = fi.mxfp8_quantize(h)
+                y = fi.bmm_fp8(q5.view(1, h.shape[0], h.shape[1]), wq, self.one, self.one, torch.bfloat16)
+                # elementwise ops consuming every output, so nothing is dead code
+                x = x * 0.5 + q1.to(x.dtype).repeat_interleave(2, dim=-1) * 1e-3
+                side = sum(t.to(torch.float32).mean() for t in (s1, s2, s3, s4, s5, q2, q3, q4))
+                x = torch.nn.functional.silu(x) + side.to(x.dtype) * 1e-3
+                x = x + y.view(h.shape[0], -1).repeat(1, x.shape[1] // y.shape[-1]) * 1e-3
+            return x
+
+    return Block()
 
 
 def _per_call_host_cost(call, fn, iters, repeats=1):
@@ -222,8 +234,8 @@ def phase(name: str) -> dict:
         "errors": {},
     }
     inp = make_inputs(torch)
-    args = (inp["x"], inp["norm"], inp["gs"], inp["gs1"], inp["mask"], inp["w_fp8"], inp["one"])
-    block = make_block(flashinfer)
+    args = (inp["x"],)
+    block = make_block(flashinfer, inp)
     t0 = time.perf_counter()
     block(*args)  # first calls: JIT build/load of every module
     torch.cuda.synchronize()
@@ -266,7 +278,7 @@ def phase(name: str) -> dict:
             except Exception as exc:  # noqa: BLE001
                 result["errors"][label] = traceback.format_exception_only(exc)[-1].strip()
     try:
-        static = (inp["x"].clone(), *args[1:])
+        static = (inp["x"].clone(),)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):

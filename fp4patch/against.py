@@ -8,8 +8,9 @@ file) is unpacked into a temporary directory, never into an environment. There:
 2. the specs that are applicable are applied to the temporary copy, which proves the planned
    result parses and compiles, and checked again (they must now be ``applied``);
 3. with ``--trace`` and a wheel, the CPU trace probe runs in this interpreter (or ``--python``)
-   with ``PYTHONPATH`` set to the temporary copy, then the scan's call of every function whose
-   fullgraph spec was applied (``trace_functions``; each must compile as one graph). An sdist is not traced: before 0.5.0 only
+   with the temporary copy first on its ``sys.path`` (the probe's ``--path``), then the scan's call of
+   every function whose fullgraph spec was applied (``trace_functions``; each must compile as one
+   graph). An sdist is not traced: before 0.5.0 only
    sdists exist, and their compiled parts need a CUDA toolchain; the report says so.
 
 The release is also looked up in the catalog (:mod:`fp4patch.catalog`): the report says

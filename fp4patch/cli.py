@@ -13,28 +13,71 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import FORMATS, JSON_SCHEMA_VERSION, err, out, reports_table, trace_table
+from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color
+
+def _plain_flags(params: list) -> list:
+    """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
+    although ``--json true`` is an error: a flag takes no value)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """A typer command whose help shows flags without a value and arguments as ``SPEC_ID``
+    (typer >= 0.25 writes a required argument as ``{spec_id}`` in the usage line)."""
+
+    def get_params(self, ctx):
+        return _plain_flags(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or param.name.upper()
+                pieces.append(name if param.required else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+class Group(TyperGroup):
+    """The ``fp4patch`` group: flags shown without a value, as in :class:`Command`."""
+
+    def get_params(self, ctx):
+        return _plain_flags(super().get_params(ctx))
+
 
 app = typer.Typer(
     name="fp4patch",
+    cls=Group,
     help="Statically patch an installed FlashInfer so that fp4_quantize works under torch.compile.",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
 )
 
-PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Interpreter of the target environment (e.g. /opt/venv/bin/python).")]
+PythonOpt = Annotated[Optional[str], typer.Option("--python", metavar="<path>", help="Interpreter of the target environment (e.g. /opt/venv/bin/python).")]
 SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory.")]
-SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", help="Spec id to select (repeatable); default: specs marked default.")]
+SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to select (repeatable); default: specs marked default.")]
+StatusSpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to show (repeatable); default: every known spec.")]
+RevertSpecOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--spec", metavar="<id>", help="Spec id to revert (repeatable; the others stay applied); default: every applied spec."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 SpecsDirOpt = Annotated[Optional[Path], typer.Option("--specs-dir", help="Load specs from this directory instead of the built-in ones.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
 FormatOpt = Annotated[
     Optional[str],
-    typer.Option("--format", help="Output: table (default), json (same as --json), or github (GitHub Actions annotations)."),
+    typer.Option(
+        "--format", metavar="<table|json|github>", help="Output: table (default), json (same as --json), or github (GitHub Actions annotations)."
+    ),
 ]
 
 def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
@@ -48,6 +91,15 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
         err.print(f"fp4patch: error: {exc}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _check_output_options(as_json: bool, output_format: str | None, quiet: bool) -> None:
+    """Exit 2 with one line for an unknown ``--format`` or output options that contradict
+    each other (:func:`fp4patch.render.output_conflict`)."""
+    problem = output_conflict(as_json, output_format, quiet)
+    if problem:
+        err.print(f"fp4patch: error: {problem}", markup=False)
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _environment(python: str | None, site_packages: Path | None):
@@ -86,16 +138,23 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
     return env, Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify), selected
 
 
+def _print_lines(lines: list[str]) -> None:
+    """Print plain (possibly ANSI-coloured) lines on stdout unless ``--quiet``; flushed, so that
+    they keep their order with rich's output."""
+    if not out.quiet:
+        print("\n".join(lines), flush=True)
+
+
 def _header(engine) -> dict[str, Any]:
     d = engine.dist
     return {"schema": JSON_SCHEMA_VERSION, "distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
 
 
-@app.command()
+@app.command(cls=Command)
 def status(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
-    spec: SpecOpt = None,
+    spec: StatusSpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     quiet: QuietOpt = False,
@@ -103,23 +162,29 @@ def status(
     """Show the known specs, which target the installed version, and the state of each."""
 
     def body() -> int:
+        _check_output_options(as_json, None, quiet)
         _, engine, selected = _context(python, site_packages, specs_dir, spec, all_specs=True)
         reports = [engine.report(s) for s in selected]
         manifest = engine.store.load()
         applied = manifest.specs if manifest else []
+        stale = engine.stale_record()  # left from another install of the distribution
         if as_json:
-            print(json.dumps({**_header(engine), "recorded": applied, "specs": [r.to_json() for r in reports]}, indent=2))
+            print(json.dumps({**_header(engine), "recorded": applied, "stale_record": stale, "specs": [r.to_json() for r in reports]}, indent=2))
             return EXIT_OK
         h = _header(engine)
-        out.print(f"[bold]{h['distribution']} {h['version']}[/] in {h['site_packages']}")
-        out.print(f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}")
-        out.print(reports_table("specs", [r.to_json() for r in reports], show_summary=True))
+        color = use_color()
+        _print_lines([
+            f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
+            f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}",
+            *([f"stale record: {stale}"] if stale else []),
+            *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
+        ])
         return EXIT_OK
 
     _run(as_json, body, quiet)
 
 
-@app.command()
+@app.command(cls=Command)
 def diff(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
@@ -131,6 +196,7 @@ def diff(
     """Print the unified diff of what `apply` would change. Writes nothing."""
 
     def body() -> int:
+        _check_output_options(as_json, None, quiet)
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
         plans = engine.diff(selected)
         if as_json:
@@ -151,7 +217,7 @@ def diff(
     _run(as_json, body, quiet)
 
 
-@app.command()
+@app.command(cls=Command)
 def apply(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
@@ -164,6 +230,7 @@ def apply(
     """Patch the installed files. Running it again changes nothing."""
 
     def body() -> int:
+        _check_output_options(as_json, None, quiet)
         from .verdict import Request, record
 
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
@@ -189,7 +256,7 @@ def apply(
     _run(as_json, body, quiet)
 
 
-@app.command()
+@app.command(cls=Command)
 def verify(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
@@ -199,7 +266,7 @@ def verify(
     applicable: Annotated[bool, typer.Option("--applicable", help="Pass when each spec is applied or could be applied.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Also compile fp4_quantize, and every function whose fullgraph spec is applied, with fullgraph=True on fake CUDA tensors in the target interpreter (CPU is enough).")] = False,
     opcheck: Annotated[bool, typer.Option("--opcheck", help="Also run torch.library.opcheck of every patched op against the real kernel (needs a CUDA GPU in the target environment).")] = False,
-    against: Annotated[Optional[str], typer.Option("--against", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", metavar="<name==version>", help="Check a release before upgrading, e.g. flashinfer-python==0.7.4: fetched and unpacked into a temporary directory; no environment is touched.")] = None,
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Like --against, for a local wheel file.")] = None,
     sdist: Annotated[Optional[Path], typer.Option("--sdist", help="Like --against, for a local sdist (.tar.gz) file.")] = None,
     output_format: FormatOpt = None,
@@ -212,9 +279,7 @@ def verify(
     checked in a temporary directory instead: each spec must be applicable (or applied, or
     declared) on the pristine release and applied after patching that copy.
     """
-    if output_format not in (None, *FORMATS):
-        err.print(f"fp4patch: error: --format {output_format!r}: choose one of {', '.join(FORMATS)}", markup=False)
-        raise typer.Exit(EXIT_USAGE)
+    _check_output_options(as_json, output_format, quiet)
     as_json = as_json or output_format == "json"
     github = output_format == "github"
     if against or wheel or sdist:
@@ -264,7 +329,7 @@ def verify(
     _run(as_json, body, quiet)
 
 
-@app.command()
+@app.command(cls=Command)
 def scan(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
@@ -360,62 +425,112 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
             print(f"::warning title=fp4patch --against {report.version}::{report.catalog_message}")
     else:
         style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
-        out.print(f"[bold]{report.distribution} {report.version}[/] ({report.kind} {report.archive.name}), unpacked in a temporary directory")
-        out.print(f"[{style}]{report.catalog_message}[/]" if style else report.catalog_message)
-        out.print(reports_table("on the pristine release", [r.to_json() for r in report.pristine]))
+        color = use_color()
+        lines = [
+            f"{paint(report.distribution + ' ' + report.version, 'bold', color)} ({report.kind} {report.archive.name}), unpacked in a temporary directory",
+            paint(report.catalog_message, style, color),
+            "on the pristine release:",
+            *reports_lines([r.to_json() for r in report.pristine], color=color),
+        ]
         if report.after_apply:
-            out.print(reports_table("after apply (in the temporary copy)", [r.to_json() for r in report.after_apply]))
-        for line in report.drifted:
-            out.print(f"[red]will not apply:[/] {line}", markup=True)
+            lines += ["after apply (in the temporary copy):", *reports_lines([r.to_json() for r in report.after_apply], color=color)]
+        lines += [f"{paint('will not apply:', 'red', color)} {line}" for line in report.drifted]
         if report.trace is not None:
-            out.print(trace_table(report.trace))
+            lines += trace_lines(report.trace, color)
         if report.trace_functions:
-            from .render import scan_table
-
-            out.print(scan_table("patched functions under fullgraph", report.trace_functions))
+            lines += ["patched functions under fullgraph:", *scan_lines(report.trace_functions)]
         if report.trace_note:
-            out.print(report.trace_note)
+            lines.append(report.trace_note)
         verdict = "our patches apply to this release" if report.ok else "our patches do NOT apply cleanly to this release"
-        out.print(f"[green]verify --against: ok: {verdict}[/]" if report.ok else f"[red]verify --against: failed: {verdict}[/]")
+        lines.append(paint(f"verify --against: ok: {verdict}", "green", color) if report.ok else paint(f"verify --against: failed: {verdict}", "red", color))
+        _print_lines(lines)
     return EXIT_OK if report.ok else EXIT_CHECK_FAILED
 
 
-@app.command()
+@app.command(cls=Command)
 def revert(
     python: PythonOpt = None,
     site_packages: SitePackagesOpt = None,
-    spec: SpecOpt = None,
+    spec: RevertSpecOpt = None,
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Restore backups even over files changed since apply; discard a record made for another version (restoring nothing).")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Restore the original files byte for byte (all applied specs, or those named by --spec)."""
+    """Undo apply: restore the original files byte for byte (every applied spec).
+
+    With --spec, only the named specs are removed: their files are restored and, where other
+    applied specs patch the same file, rewritten with those.
+    """
 
     def body() -> int:
+        _check_output_options(as_json, None, quiet)
         _, engine, _ = _context(python, site_packages, specs_dir, None, all_specs=True)
+        if spec and engine.store.load() is None and not engine.interrupted():
+            # the same answer as naming a spec that is not applied while others are (exit 2)
+            raise UsageError(f"spec {min(spec)!r} is not applied here (applied: none); `fp4patch status` shows the state of each spec")
         restored = engine.revert(spec, force=force)
+        manifest = engine.store.load()
+        remaining = manifest.specs if manifest else []
         if as_json:
-            print(json.dumps({**_header(engine), "restored": restored}, indent=2))
+            print(json.dumps({**_header(engine), "restored": restored, "still_applied": remaining}, indent=2))
         elif not restored and not engine.dropped:
             out.print("nothing to revert: no fp4patch manifest here")
         else:
             for relative in restored:
                 out.print(f"restored {relative}")
             h = _header(engine)
-            if restored:
-                out.print(f"{h['distribution']} {h['version']}: reverted; originals restored byte for byte in {h['site_packages']}")
+            name = f"{h['distribution']} {h['version']}"
+            if remaining:
+                out.print(f"{name}: reverted {', '.join(sorted(spec or []))}; still applied: {', '.join(remaining)} (`fp4patch revert` reverts those too)")
+            elif restored:
+                out.print(f"{name}: reverted; originals restored byte for byte in {h['site_packages']}")
             else:
-                out.print(f"{h['distribution']} {h['version']}: nothing to write back (the files hold their original bytes); fp4patch's record removed")
+                out.print(f"{name}: nothing to write back (the files hold their original bytes); fp4patch's record removed")
         return EXIT_OK
 
     _run(as_json, body, quiet)
 
 
-@app.command()
+@app.command(cls=Command)
+def clean(
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Remove fp4patch's state left for a distribution that was uninstalled or reinstalled. Never touches installed files."""
+
+    def body() -> int:
+        from .leftovers import clean as remove_leftovers
+
+        removed, kept = remove_leftovers(_environment(python, site_packages))
+        if as_json:
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "removed": [s.to_json() for s in removed], "kept": [s.to_json() for s in kept]}, indent=2))
+            return EXIT_OK
+        for state in removed:
+            out.print(f"removed {state.reason}", markup=False)
+        for state in kept:
+            out.print(f"kept {state.reason}", markup=False)
+        if not removed and not kept:
+            out.print("nothing to clean: no fp4patch state here")
+        return EXIT_OK
+
+    _run(as_json, body, quiet)
+
+
+@app.command(cls=Command)
 def new(
-    spec_id: Annotated[str, typer.Argument(help="Id of the new spec (kebab-case); also its file name.")],
-    function: Annotated[str, typer.Option("--function", help="MODULE:FUNCTION to patch, e.g. flashinfer.fp4_quantization:fp4_quantize (Class.method for a method).")],
+    spec_id: Annotated[str, typer.Argument(metavar="SPEC_ID", help="Id of the new spec (kebab-case); also its file name.")],
+    function: Annotated[
+        str,
+        typer.Option(
+            "--function",
+            metavar="<module:function>",
+            help="MODULE:FUNCTION to patch, the module that defines it, e.g. flashinfer.quantization.fp4_quantization:fp4_quantize "
+            "(flashinfer.fp4_quantization before 0.6.7; Class.method for a method).",
+        ),
+    ],
     distribution: Annotated[str, typer.Option("--distribution", help="Distribution that ships the module.")] = "flashinfer-python",
     summary: Annotated[str, typer.Option("--summary", help="One line shown by `fp4patch status`.")] = "TODO: one line",
     python: PythonOpt = None,

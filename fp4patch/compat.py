@@ -8,12 +8,12 @@ default, ``-j N`` to change):
 2. check every spec on the pristine files;
 3. apply the default specs that are applicable, and check them again (they must be ``applied``);
 4. where the release is a wheel (0.5.0 on), run the CPU trace probe with this interpreter and
-   ``PYTHONPATH`` set to that site-packages, and ``fp4patch scan`` (``scan_probe.py``) on the
-   pristine and on the patched copy: how many of the FP4/FP8 path's functions present in the
-   release compile as one graph, unpatched -> patched. The scan costs two more interpreters per
-   wheel release, each tracing about 20 functions: measured 2026-11-30 on the shared 2-core
-   machine, 0.6.0 took 235 s and 0.6.18.post1 352 s with the scan (about 10 s each without), so
-   the whole sweep grows from minutes to hours; ``--no-scan`` skips it;
+   that site-packages first on its ``sys.path`` (the probe's ``--path``), and ``fp4patch scan``
+   (``scan_probe.py``) on the pristine and on the patched copy: how many of the FP4/FP8 path's
+   functions present in the release compile as one graph, unpatched -> patched. The scan costs two
+   more interpreters per wheel release, each tracing about 20 functions: measured 2026-11-30 on the
+   shared 2-core machine, 0.6.0 took 235 s and 0.6.18.post1 352 s with the scan (about 10 s each
+   without), so the whole sweep grows from minutes to hours; ``--no-scan`` skips it;
 5. revert, and compare every file with the pristine hashes (byte-identical, no file left over);
 6. each non-default spec alike, on its own (apply, check, revert, compare).
 

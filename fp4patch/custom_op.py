@@ -279,7 +279,7 @@ def _fp4patch_{fn}_bypass_api_wrappers(fn):
 
     @functools.wraps(fn)
     def _fp4patch_{fn}_api_entry(*args, **kwargs):
-        if torch.compiler.is_compiling():
+        if _fp4patch_{fn}_is_compiling():  # the bound check: one global lookup per eager call
             return inner(*args, **kwargs)
         return fn(*args, **kwargs)
 
@@ -389,11 +389,15 @@ def _make_trim():
                     out.append(p)
                 return out
 
-            kwonly = keep(params.kwonly_params)
+            posonly, positional, kwonly = keep(params.posonly_params), keep(params.params), keep(params.kwonly_params)
             star = params.star_arg if kwonly else cst.MaybeSentinel.DEFAULT
-            new = params.with_changes(
-                posonly_params=keep(params.posonly_params), params=keep(params.params), kwonly_params=kwonly, star_arg=star
-            )
+            # A removed last parameter hands its comma (and the newline before ")") to the new last one,
+            # so a multi-line signature still closes on its own line.
+            original = [*params.posonly_params, *params.params, *params.kwonly_params]
+            groups = [g for g in (kwonly, positional, posonly) if g]
+            if original and groups and original[-1].name.value in self.absent:
+                groups[0][-1] = groups[0][-1].with_changes(comma=original[-1].comma)
+            new = params.with_changes(posonly_params=posonly, params=positional, kwonly_params=kwonly, star_arg=star)
             return updated_node.with_changes(params=new)
 
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:

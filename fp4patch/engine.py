@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
-from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, refresh_bytecode, remove_temp_files, sha256
+from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
 from .lock import UnwritableLock, environment_lock
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
 from .spec import Spec, Target
@@ -330,10 +330,13 @@ class Engine:
             if not isinstance(exc, UnwritableLock):
                 raise
             # read-only site-packages: fine when everything is applied already, else this error
-            return self._apply(specs, allow_modified, refuse_writes=exc)
+            written = self._apply(specs, allow_modified, refuse_writes=exc)
+            self._refresh_stale_bytecode()
+            return written
         try:
             self._recover()
             written = self._apply(specs, allow_modified)
+            self._refresh_stale_bytecode()
             if on_success is not None:
                 on_success()
             return written
@@ -384,7 +387,7 @@ class Engine:
             elif not record and not allow_modified:
                 self._check_baseline(plan)
         applied_ids = sorted(set(manifest.specs) | {s.id for s in specs})
-        new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files))
+        new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256())
         for plan in plans.values():
             old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
             original = old.original_sha256 if old else sha256(plan.current)
@@ -465,14 +468,15 @@ class Engine:
         if manifest is None:
             return []
         installed = str(self.dist.version)
-        if manifest.version != installed:
+        if self._other_install(manifest):
+            now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
             if not force:
                 raise FileSystemError(
-                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {installed} is installed "
-                    f"(upgraded or reinstalled); not restoring them — `fp4patch revert --force` discards that record, "
+                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
+                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `fp4patch revert --force` discards that record, "
                     f"`fp4patch apply` replaces it"
                 )
-            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({installed} is installed); no file restored")
+            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
             self.store.remove()
             return []
         removing = set(manifest.specs if not ids else ids)
@@ -513,7 +517,11 @@ class Engine:
         for _, path, *_ in writes:
             check_writable(path)
         self._check_state_writable()
-        new_manifest = Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records) if records else None
+        new_manifest = (
+            Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256)
+            if records
+            else None
+        )
         journal = Journal(
             "revert",
             self.dist.name,
@@ -572,7 +580,7 @@ class Engine:
                 atomic_write(path, entry.content, mode=entry.mode)
             fault_point("file")
         for entry in journal.files:
-            refresh_bytecode(self.dist.locate(entry.path))
+            self._refresh_bytecode(entry.path)
             fault_point("bytecode")
         if journal.manifest is not None:
             self.store.save(manifest_from_dict(journal.manifest))
@@ -623,7 +631,61 @@ class Engine:
         self.notify(f"completed an interrupted {what} from its journal ({len(journal.files)} file(s); {self.store.journal_path} removed)")
 
     def interrupted(self) -> str | None:
-        """A one-line note when an apply/revert was interrupted (or is running now); reads only."""
+        """A one-line note when ``verify`` must fail for a reason outside the spec states: an
+        apply/revert was interrupted (or is running now), or a target file has stale bytecode that
+        Python would run instead of it (:meth:`stale_bytecode`); reads only."""
+        return self._journal_note() or self.stale_bytecode()
+
+    def bytecode_files(self) -> list[str]:
+        """Site-packages-relative paths of every existing file that a spec of this distribution
+        targets at the installed version: those whose bytecode fp4patch keeps current."""
+        files = {t.file for s in self.specs for t in s.targets_for(self.dist.version) if t.file and not t.status}
+        return sorted(f for f in files if self.dist.locate(f).is_file())
+
+    def stale_bytecode(self) -> str | None:
+        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`), in
+        its ``__pycache__`` or under the target's pycache prefix, would run instead of the file on
+        disk (:func:`fp4patch.bytecode.stale`); None when none would. Every pyc path the target's or
+        this interpreter's cache tag could load is noted in :attr:`inputs` (missing ones too), so a
+        recorded ``verify`` answer is not used once bytecode appears or changes there."""
+        from .bytecode import possible_files, stale
+
+        problems = []
+        for relative in self.bytecode_files():
+            spellings = self.dist.spellings(relative)
+            for pyc in possible_files(spellings, self.dist.bytecode_prefixes, self.dist.cache_tags):
+                try:
+                    data = pyc.read_bytes()
+                except OSError:
+                    data = None
+                self._note_input(pyc, data)
+            problems.extend(stale(spellings, self.dist.bytecode_prefixes))
+        if not problems:
+            return None
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `fp4patch apply` (rewrites it) or delete it"
+
+    def _refresh_stale_bytecode(self) -> None:
+        """Rewrite (or remove) bytecode that would run instead of a target file: left by another
+        tool after an earlier apply (the files themselves need no write then). Says which on ``notify``.
+
+        Raises:
+            FileSystemError: a stale bytecode file can be neither rewritten nor removed.
+        """
+        from .bytecode import stale
+
+        for relative in self.bytecode_files():
+            if stale(self.dist.spellings(relative), self.dist.bytecode_prefixes):
+                done = self._refresh_bytecode(relative)
+                self.notify(f"{self.dist.locate(relative)}: made its stale bytecode current ({', '.join(f'{p} {w}' for p, w in done)})")
+
+    def _refresh_bytecode(self, relative: str) -> list[tuple[Path, str]]:
+        """Make the bytecode of ``relative`` current everywhere (``__pycache__`` and pycache prefixes)."""
+        from .bytecode import refresh
+
+        return refresh(self.dist.spellings(relative), self.dist.bytecode_prefixes)
+
+    def _journal_note(self) -> str | None:
         journal_path = self.store.journal_path
         if not journal_path.exists():
             return None
@@ -642,14 +704,40 @@ class Engine:
     def _current_manifest(self) -> Manifest | None:
         """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
         manifest = self.store.load()
-        if manifest and manifest.version != str(self.dist.version):
+        if manifest and self._other_install(manifest):
+            now = "installed now" if manifest.version != str(self.dist.version) else "reinstalled since (its RECORD differs)"
             self.notify(
                 f"discarding fp4patch's record of {self.dist.name} {manifest.version} in {self.store.root}: "
-                f"{self.dist.version} is installed now (upgraded or reinstalled), so its backups no longer apply"
+                f"{self.dist.version} is {now} (upgraded or reinstalled), so its backups no longer apply"
             )
             self.store.remove()
             return None
         return manifest
+
+    def _record_sha256(self) -> str | None:
+        from .leftovers import record_sha256
+
+        return record_sha256(self.dist.dist)
+
+    def _other_install(self, manifest: Manifest) -> bool:
+        """True when ``manifest`` was written for another install of the distribution: another
+        version, or (when it recorded one) another RECORD."""
+        if manifest.version != str(self.dist.version):
+            return True
+        return manifest.record_sha256 is not None and manifest.record_sha256 != self._record_sha256()
+
+    def stale_record(self) -> str | None:
+        """One line when fp4patch's record here was written for another install of the
+        distribution (upgraded, or reinstalled with another RECORD): what it is and what removes
+        it; None otherwise (also when there is none, or it cannot be read). Reads only."""
+        from .leftovers import STALE, describe
+
+        if not self.store.root.is_dir():
+            return None
+        state = describe(self.store.root)
+        if state.kind != STALE:
+            return None
+        return f"{state.reason}; `fp4patch apply` replaces it, `fp4patch clean` removes it"
 
     def _check_state_writable(self) -> None:
         """The manifest directory (or the nearest existing parent) must accept new files."""

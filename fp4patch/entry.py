@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .render import FORMATS
+from .render import output_conflict
 
 #: Options taking a value, and flags, that the fast path understands (``--opt VALUE`` or ``--opt=VALUE``).
 VALUE_OPTIONS = {"--python", "--site-packages", "--spec", "--specs-dir", "--format"}
@@ -72,7 +72,7 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
             output_format = value  # the last one wins, as in click
         else:
             setattr(args, name[2:].replace("-", "_"), value)
-    if (args.python and args.site_packages) or output_format not in (None, *FORMATS):
+    if (args.python and args.site_packages) or output_conflict(as_json, output_format, args.quiet):
         return None  # usage errors: the full CLI reports them
     args.output = "json" if as_json or output_format == "json" else output_format or "table"
     return args

@@ -7,6 +7,7 @@ found through :mod:`importlib.metadata` over the target interpreter's ``sys.path
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,12 @@ if TYPE_CHECKING:
 
     from packaging.version import Version
 
-_PROBE = "import json, sys; print(json.dumps({'path': sys.path, 'executable': sys.executable}))"
+#: What the target interpreter is asked: its import path, its executable, and where it keeps
+#: bytecode (``sys.pycache_prefix``, absolute; None when pycs live in ``__pycache__``) under which tag.
+_PROBE = (
+    "import json, os, sys; p = getattr(sys, 'pycache_prefix', None); print(json.dumps({'path': sys.path, "
+    "'executable': sys.executable, 'pycache_prefix': p and os.path.abspath(p), 'cache_tag': sys.implementation.cache_tag}))"
+)
 
 
 @dataclass(frozen=True)
@@ -29,13 +35,32 @@ class TargetEnvironment:
 
     Attributes:
         paths: import search path of the target interpreter (``sys.path`` order).
-        python: the target interpreter (used to run ``verify --trace``); ``sys.executable`` by default.
+        python: the target interpreter as given (``--python``; used to run ``verify --trace``, so a
+            wrapper script's flags and environment apply); ``sys.executable`` by default.
         description: how the environment was given, for messages.
+        pycache_prefix: the target interpreter's ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``),
+            absolute, or None: where it reads and writes bytecode instead of ``__pycache__``.
+            For ``--site-packages`` and the default environment, this interpreter's.
+        cache_tag: the target interpreter's ``sys.implementation.cache_tag`` (``cpython-311``).
     """
 
     paths: tuple[str, ...]
     python: str
     description: str
+    pycache_prefix: str | None = None
+    cache_tag: str | None = None
+
+    @property
+    def bytecode_prefixes(self) -> tuple[str, ...]:
+        """Pycache prefixes whose bytecode of a patched file must be kept current: the target's
+        and this interpreter's (a site-packages shared by both), without duplicates."""
+        own = sys.pycache_prefix and os.path.abspath(sys.pycache_prefix)
+        return tuple(dict.fromkeys(p for p in (self.pycache_prefix, own) if p))
+
+    @property
+    def cache_tags(self) -> tuple[str, ...]:
+        """Cache tags of the target interpreter and of this one."""
+        return tuple(dict.fromkeys(t for t in (self.cache_tag, sys.implementation.cache_tag) if t))
 
 
 @dataclass(frozen=True)
@@ -47,16 +72,26 @@ class InstalledDistribution:
         version: its version, from the distribution's METADATA.
         site_packages: the directory its files are relative to (the parent of its dist-info).
         dist: the underlying :class:`importlib.metadata.Distribution`.
+        bytecode_prefixes: pycache prefixes to keep current (:attr:`TargetEnvironment.bytecode_prefixes`).
+        cache_tags: cache tags whose bytecode is checked (:attr:`TargetEnvironment.cache_tags`).
     """
 
     name: str
     version: Version
     site_packages: Path
     dist: metadata.Distribution
+    bytecode_prefixes: tuple[str, ...] = ()
+    cache_tags: tuple[str, ...] = ()
 
     def locate(self, relative: str) -> Path:
         """Absolute path of a file given relative to site-packages."""
         return self.site_packages / relative
+
+    def spellings(self, relative: str) -> list[Path]:
+        """``relative`` under site-packages as resolved and as found on the target's ``sys.path``
+        (they differ through a symlink, e.g. a venv's ``lib64``): a pycache prefix mirrors the latter."""
+        found = Path(os.path.abspath(str(self.dist.locate_file(relative))))
+        return list(dict.fromkeys([self.locate(relative), found]))
 
 
 def start_probe(python: str) -> subprocess.Popen:
@@ -98,7 +133,10 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
         paths, executable = info["path"], info["executable"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise EnvironmentProblem(f"{python}: did not answer like a Python interpreter (no sys.path printed); pass --python PATH to a Python executable") from None
-    return TargetEnvironment(tuple(p for p in paths if p), executable, f"python {python}")
+    # The probe of verify --trace is started as the user starts the target (``python`` itself, not
+    # the ``sys.executable`` behind it): a wrapper's flags (-I, -OO) and environment then apply to it too.
+    del executable
+    return TargetEnvironment(tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"))
 
 
 def from_site_packages(directory: str | Path) -> TargetEnvironment:
@@ -118,12 +156,18 @@ def from_site_packages(directory: str | Path) -> TargetEnvironment:
         raise EnvironmentProblem(f"{path}: a file, not a site-packages directory; pass an existing --site-packages DIR")
     if not path.is_dir():
         raise EnvironmentProblem(f"{path}: site-packages directory not found; pass an existing --site-packages DIR")
-    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}")
+    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}", *_own_bytecode())
 
 
 def current() -> TargetEnvironment:
     """The environment of the interpreter running fp4patch."""
-    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}")
+    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}", *_own_bytecode())
+
+
+def _own_bytecode() -> tuple[str | None, str]:
+    """This interpreter's ``(pycache prefix, cache tag)``: the best guess for a target given by
+    ``--site-packages`` (run in the same environment, it sees the same ``PYTHONPYCACHEPREFIX``)."""
+    return (sys.pycache_prefix and os.path.abspath(sys.pycache_prefix)), sys.implementation.cache_tag
 
 
 def resolve(python: str | None, site_packages: str | Path | None) -> TargetEnvironment:
@@ -159,16 +203,51 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
 
     dist = locate_distribution(env, name)
     if dist is None:
+        from .leftovers import gone_note
+
         raise EnvironmentProblem(
             f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
+            + gone_note(env, name)
         )
+    _refuse_stray_metadata(dist, name)
     try:
         version = Version(dist.version)
     except InvalidVersion:
-        raise EnvironmentProblem(f"{name}: installed version {dist.version!r} is not a PEP 440 version") from None
+        raise EnvironmentProblem(f"{dist_folder(dist)}: installed version {dist.version!r} of {name} is not a PEP 440 version") from None
     _refuse_unsupported_install(dist, name)
     site_packages = Path(str(dist.locate_file(""))).resolve()
-    return InstalledDistribution(canonicalize_name(name), version, site_packages, dist)
+    return InstalledDistribution(canonicalize_name(name), version, site_packages, dist, env.bytecode_prefixes, env.cache_tags)
+
+
+def dist_folder(dist: metadata.Distribution) -> str:
+    """The ``.dist-info``/``.egg-info`` folder ``dist`` was read from (for messages)."""
+    return str(getattr(dist, "_path", None) or dist.locate_file(""))
+
+
+def _refuse_stray_metadata(dist: metadata.Distribution, name: str) -> None:
+    """Several metadata folders of ``name`` in the directory where the import system finds it first
+    (a ``.dist-info`` left by an interrupted install or uninstall beside the real one), or one
+    without a version: which one describes the installed files cannot be told.
+
+    Raises:
+        EnvironmentProblem: naming each folder and what it says.
+    """
+    from importlib import metadata
+
+    base = dist.locate_file("")
+    siblings = list(metadata.distributions(name=name, path=[str(base)]))
+    if len(siblings) < 2 and dist.version is not None:
+        return
+    if len(siblings) < 2:
+        raise EnvironmentProblem(
+            f"{dist_folder(dist)}: metadata of {name} without a version (no METADATA file, or no Version in it: "
+            f"left by an interrupted install or uninstall?); reinstall {name} (pip install --force-reinstall {name})"
+        )
+    described = "; ".join(f"{Path(dist_folder(d)).name}: {'version ' + d.version if d.version else 'no version (no METADATA)'}" for d in siblings)
+    raise EnvironmentProblem(
+        f"{base}: {len(siblings)} metadata folders of {name} ({described}); "
+        f"remove the stray one (left by an interrupted install or uninstall), or reinstall {name}"
+    )
 
 
 def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import py_compile
 import signal
-import sys
 import tempfile
 from pathlib import Path
 
@@ -121,55 +119,14 @@ def remove_temp_files(path: Path) -> list[Path]:
     return removed
 
 
-#: pyc header flags (PEP 552) → how py_compile writes them again.
-_PYC_MODES = {
-    0b00: py_compile.PycInvalidationMode.TIMESTAMP,
-    0b11: py_compile.PycInvalidationMode.CHECKED_HASH,
-    0b01: py_compile.PycInvalidationMode.UNCHECKED_HASH,
-}
-
-
-def refresh_bytecode(source: Path) -> list[tuple[Path, str]]:
-    """Make every cached bytecode file of ``source`` match its current contents.
-
-    A ``__pycache__/<stem>.<tag>[.opt-N].pyc`` of this interpreter is compiled again from the new
-    source in the invalidation mode it had (timestamp, checked-hash or unchecked-hash, read from
-    its header) and at its optimization level, so an image whose site-packages is read-only at
-    run time keeps precompiled, correct bytecode; a pyc of another interpreter (another cache
-    tag), or one that cannot be read, is removed. Returns ``(pyc, "rewritten"|"removed")``.
+def refresh_bytecode(source: Path, prefixes: tuple[str, ...] = ()) -> list[tuple[Path, str]]:
+    """Make every cached bytecode file of ``source`` match its current contents: those in its
+    ``__pycache__`` and under each pycache prefix in ``prefixes``
+    (:func:`fp4patch.bytecode.refresh`, which says how). Returns ``(pyc, "rewritten"|"removed")``.
 
     Raises:
         FileSystemError: a stale bytecode file can be neither rewritten nor removed.
     """
-    cache = source.parent / "__pycache__"
-    done: list[tuple[Path, str]] = []
-    if not cache.is_dir():
-        return done
-    for pyc in sorted(cache.glob(f"{source.stem}.*.pyc")):
-        parts = pyc.name[len(source.stem) + 1 : -len(".pyc")].split(".")
-        optimize = 0
-        if len(parts) == 2 and parts[1].startswith("opt-") and parts[1][4:].isdigit():
-            optimize = int(parts[1][4:])
-        mode = None
-        if parts[0] == sys.implementation.cache_tag and len(parts) <= 2 and source.is_file():
-            try:
-                with open(pyc, "rb") as handle:
-                    header = handle.read(8)
-                mode = _PYC_MODES.get(int.from_bytes(header[4:8], "little")) if len(header) == 8 else None
-            except OSError:
-                mode = None
-        if mode is not None:
-            try:
-                py_compile.compile(str(source), cfile=str(pyc), optimize=optimize, invalidation_mode=mode, doraise=True)
-                done.append((pyc, "rewritten"))
-                continue
-            except (OSError, py_compile.PyCompileError):
-                pass
-        try:
-            pyc.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise FileSystemError(f"{pyc}: cannot remove stale bytecode ({exc.strerror}); delete it by hand") from None
-        done.append((pyc, "removed"))
-    return done
+    from .bytecode import refresh
+
+    return refresh([source], prefixes)

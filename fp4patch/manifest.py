@@ -36,13 +36,16 @@ class FileRecord:
 
 @dataclass
 class Manifest:
-    """What fp4patch applied to one distribution in one site-packages."""
+    """What fp4patch applied to one distribution in one site-packages (``version``: as its METADATA says)."""
 
     distribution: str
     version: str
     specs: list[str] = field(default_factory=list)
     files: dict[str, FileRecord] = field(default_factory=dict)
     schema: int = SCHEMA
+    #: sha256 of the distribution's RECORD when the manifest was written: a reinstall that writes
+    #: another RECORD makes the record stale even at the same version (None in older manifests).
+    record_sha256: str | None = None
 
     def to_json(self) -> bytes:
         """Serialise (sorted keys, trailing newline)."""

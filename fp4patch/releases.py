@@ -8,15 +8,17 @@ sources are laid out with a minimal ``.dist-info`` so :mod:`importlib.metadata` 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
 from filelock import FileLock
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, canonicalize_version
 
 from .errors import EnvironmentProblem
 
@@ -35,13 +37,24 @@ def _find_archive(directory: Path, name: str, version: str) -> Path | None:
     return None
 
 
-def fetch(name: str, version: str, cache: Path | None = None) -> Path:
+def fetch(name: str, version: str, cache: Path | None = None, python: str | None = None) -> Path:
     """The archive of ``name==version`` (a wheel when one exists, else the sdist), downloaded once.
 
-    Runs ``python -m pip download --no-deps`` into the cache (a file lock guards parallel runs).
+    Runs ``python -m pip download --no-deps`` into the cache (a file lock guards parallel runs),
+    so pip's own configuration (index, extra indexes, find-links, proxy, certificates) applies.
+    ``python`` is the interpreter whose pip runs (default: this one).
+
+    An sdist is never built. ``pip download`` of an sdist unpacks it and then asks its build
+    backend for metadata, which fails for many releases (flashinfer-python < 0.5.0 needs a newer
+    setuptools than a fresh venv has, or, with build isolation, a pre-release build dependency
+    the registry lacks). So pip runs with ``--no-build-isolation --no-clean`` and a private
+    ``TMPDIR``: when the metadata step fails, the sdist tree pip unpacked (its ``PKG-INFO``
+    names this release) is packed as ``<name>-<version>.tar.gz`` into the cache — the sdist's
+    files, in a new archive.
 
     Raises:
-        EnvironmentProblem: the registry has no such release or cannot be reached.
+        EnvironmentProblem: the registry has no such release or cannot be reached; the message
+            carries pip's own reason (its ``ERROR:`` lines, or the failing step's last line).
     """
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
@@ -49,19 +62,61 @@ def fetch(name: str, version: str, cache: Path | None = None) -> Path:
         found = _find_archive(cache, name, version)
         if found:
             return found
-        base = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d", str(cache)]
-        attempts = [
-            base + ["--only-binary=:all:", f"{name}=={version}"],
-            base + ["--no-binary=:all:", "--no-build-isolation", f"{name}=={version}"],
-        ]
-        last = ""
-        for command in attempts:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            found = _find_archive(cache, name, version)
-            if found:
-                return found
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProblem(f"{name}=={version}: cannot download from the package registry ({last}); check the version and network")
+        base = [python or sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(cache)]
+        done = subprocess.run([*base, "--only-binary=:all:", f"{name}=={version}"], capture_output=True, text=True, check=False)
+        found = _find_archive(cache, name, version)
+        if found:
+            return found
+        with tempfile.TemporaryDirectory(prefix=".fp4patch-sdist-", dir=cache) as scratch:
+            command = [*base, "--no-binary=:all:", "--no-build-isolation", "--no-clean", f"{name}=={version}"]
+            done = subprocess.run(command, capture_output=True, text=True, check=False, env={**os.environ, "TMPDIR": scratch})
+            found = _find_archive(cache, name, version) or _pack_unpacked_sdist(Path(scratch), name, version, cache)
+        if found:
+            return found
+        raise EnvironmentProblem(f"{name}=={version}: cannot download from the package registry (pip: {pip_reason(done.stderr)}); check the version and network")
+
+
+def _pack_unpacked_sdist(scratch: Path, name: str, version: str, cache: Path) -> Path | None:
+    """Pack the sdist tree of ``name==version`` that pip unpacked under ``scratch`` (found by its
+    ``PKG-INFO``) into ``cache/<name>-<version>.tar.gz``; None when there is none."""
+    wanted = (canonicalize_name(name), canonicalize_version(version))
+    for pkg_info in sorted([*scratch.glob("*/PKG-INFO"), *scratch.glob("*/*/PKG-INFO")]):
+        headers = _pkg_info(pkg_info)
+        if (canonicalize_name(headers.get("Name", "")), canonicalize_version(headers.get("Version", ""))) != wanted:
+            continue
+        stem = f"{canonicalize_name(name).replace('-', '_')}-{version}"
+        target = cache / f"{stem}.tar.gz"
+        partial = cache / f".{stem}.tar.gz.partial"
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(pkg_info.parent, arcname=stem)
+        partial.replace(target)
+        return target
+    return None
+
+
+def _pkg_info(path: Path) -> dict[str, str]:
+    """The headers of a ``PKG-INFO`` (core metadata) file; the first value of each."""
+    from email.parser import HeaderParser
+
+    message = HeaderParser().parsestr(path.read_text(encoding="utf-8", errors="replace"))
+    return {key: value for key, value in reversed(message.items())}
+
+
+def pip_reason(stderr: str) -> str:
+    """pip's own reason for a failure, one line, from its stderr: its ``ERROR:`` lines (the last
+    two: "Could not find a version …", "No matching distribution …"), else the last line of a
+    failed subprocess's output (the build backend's exception), else pip's last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    if errors:  # the versions pip saw make a line of hundreds of characters: the catalog lists them
+        return re.sub(r" \(from versions: [^)]*\)", "", " ".join(errors[-2:]))
+    if "[end of output]" in lines:
+        output = lines[: lines.index("[end of output]")]
+        if output:
+            return output[-1]
+    noise = ("hint:", "note:", "╰─>", "×", "│")
+    meaningful = [line for line in lines if not line.startswith(noise) and not line.startswith("WARNING:")]
+    return (meaningful or lines or ["no output"])[-1]
 
 
 def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path:

@@ -2,7 +2,9 @@
 
 Reports here are the dicts of ``--json`` (:meth:`fp4patch.engine.SpecReport.to_json`, described
 by ``docs/json-schema.json``), so that a report computed now and one recorded by ``apply``
-(:mod:`fp4patch.verdict`) print the same bytes. Only rich is imported (no typer, no libcst).
+(:mod:`fp4patch.verdict`) print the same bytes. Tables are aligned plain lines, ANSI-coloured on
+a terminal, in logs and on terminals alike; rich is imported only for the consoles ``out`` and
+``err`` (never by ``verify_output``), typer and libcst never.
 """
 
 from __future__ import annotations
@@ -12,9 +14,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,53 +62,75 @@ STATE_STYLE = {
 }
 
 
-def reports_table(title: str, reports: list[dict[str, Any]], show_summary: bool = False) -> Table:
-    """A table with one row per spec report (``--json`` dicts): id, state, and detail or the
-    target files (with ``show_summary``: also whether the spec is a default and its summary)."""
-    from rich.table import Table
+#: ANSI SGR codes of the styles above (so that plain lines need no rich import).
+_SGR = {"bold yellow": "1;33", "green": "32", "yellow": "33", "bold red": "1;31", "magenta": "35", "dim": "2", "red": "31", "cyan": "36", "bold": "1"}
 
-    table = Table(title=title, title_justify="left")
-    table.add_column("spec", style="bold", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    if show_summary:
-        table.add_column("default")
-    table.add_column("summary / detail" if show_summary else "detail", overflow="fold")
+
+def use_color() -> bool:
+    """True when plain lines get ANSI colour: stdout is a terminal (:func:`is_terminal`), ``NO_COLOR``
+    is unset or empty (https://no-color.org) and ``TERM`` is not ``dumb`` — rich's own rule."""
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb" and is_terminal()
+
+
+def paint(text: str, style: str, color: bool) -> str:
+    """``text`` in ``style`` (a key of :data:`_SGR`, or ``""``) when ``color``, else unchanged."""
+    code = _SGR.get(style)
+    return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
+
+
+def aligned(rows: list[list[tuple[str, str]]], color: bool = False, indent: str = "  ") -> list[str]:
+    """Rows of ``(text, style)`` cells as lines with the columns aligned (two spaces apart; the
+    last column is not padded; trailing spaces dropped); styles applied when ``color``."""
+    widths = [max((len(row[i][0]) for row in rows if i < len(row)), default=0) for i in range(max((len(r) for r in rows), default=0))]
+    lines = []
+    for row in rows:
+        cells = []
+        for i, (text, style) in enumerate(row):
+            pad = "" if i == len(row) - 1 else " " * (widths[i] - len(text))
+            cells.append(paint(text, style, color) + pad)
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def reports_lines(reports: list[dict[str, Any]], show_summary: bool = False, color: bool = False) -> list[str]:
+    """One line per spec report (``--json`` dicts), columns aligned: id, state, and the detail or
+    the target files; with ``show_summary`` (``status``): id, state, ``default`` or ``-``, then the
+    summary, the target files in parentheses and the detail. Newlines in a detail become spaces."""
+    rows = []
     for r in reports:
-        style = STATE_STYLE.get(r["state"], "")
-        row = [r["id"], f"[{style}]{r['state']}[/]"]
-        if show_summary:
-            row.append("yes" if r["default"] else "no")
-        detail = r["detail"]
         files = ", ".join(sorted({t["file"] for t in r["targets"] if t["file"]}))
-        text = (r["summary"] + (f"\n{files}" if files else "") + (f"\n{detail}" if detail else "")) if show_summary else (detail or files)
-        row.append(text)
-        table.add_row(*row)
-    return table
-
-
-def trace_table(cases: list[dict[str, Any]]) -> Table:
-    """A table of ``verify --trace`` cases (:mod:`fp4patch.trace`): result, graphs, breaks, custom ops, layout."""
-    from rich.table import Table
-
-    passed = sum(1 for c in cases if c.get("passed"))
-    table = Table(title=f"fullgraph trace: {passed}/{len(cases)} cases passed", title_justify="left")
-    for column in ("case", "result", "graphs", "breaks", "custom ops", "layout"):
-        table.add_column(column, overflow="fold")
-    for c in cases:
-        if c.get("error"):
-            row = [c["name"], "[red]FAIL[/]", str(c.get("graphs", "")), "", "", c["error"]]
+        row = [(r["id"], "bold"), (r["state"], STATE_STYLE.get(r["state"], ""))]
+        if show_summary:
+            row.append(("default" if r["default"] else "-", ""))
+            text = r["summary"] + (f" ({files})" if files else "") + (f": {r['detail']}" if r["detail"] else "")
         else:
-            layout = "ok" if c.get("layout_ok") else f"expected {c.get('expected')} got {c.get('traced')}"
-            row = [
-                c["name"],
-                "[green]PASS[/]" if c.get("passed") else "[red]FAIL[/]",
-                str(c.get("graphs", "")),
-                str(c.get("graph_breaks", "")),
-                ", ".join(c.get("custom_ops") or []) or "-",
-                layout,
-            ]
-        table.add_row(*row)
-    return table
+            text = r["detail"] or files
+        row.append((" ".join(text.split()), ""))
+        rows.append(row)
+    return aligned(rows, color)
+
+
+def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
+    """``verify --trace`` cases (:mod:`fp4patch.trace`) as a title line and aligned rows: case,
+    PASS/FAIL, graphs, graph breaks, custom ops, output layout (or the error's first line)."""
+    passed = sum(1 for c in cases if c.get("passed"))
+    rows = [[(h, "") for h in ("case", "result", "graphs", "breaks", "custom ops", "layout")]]
+    for c in cases:
+        ok = bool(c.get("passed")) and not c.get("error")
+        result = ("PASS", "green") if ok else ("FAIL", "red")
+        if c.get("error"):
+            rows.append([(c["name"], ""), result, (str(c.get("graphs", "")), ""), ("", ""), ("", ""), (" ".join(str(c["error"]).split()), "")])
+            continue
+        layout = "ok" if c.get("layout_ok") else f"expected {c.get('expected')} got {c.get('traced')}"
+        rows.append([
+            (c["name"], ""),
+            result,
+            (str(c.get("graphs", "")), ""),
+            (str(c.get("graph_breaks", "")), ""),
+            (", ".join(c.get("custom_ops") or []) or "-", ""),
+            (layout, ""),
+        ])
+    return [f"fullgraph trace: {passed}/{len(cases)} cases passed", *aligned(rows, color)]
 
 
 def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
@@ -185,6 +207,14 @@ def failure_hint(
     return "; ".join(parts) or "see above"
 
 
+def state_message(spec_id: str, state: str) -> str:
+    """One sentence for a spec that failed a check in ``state`` and has no detail of its own,
+    saying what to do (``applicable``: the spec is not applied, ``fp4patch apply`` applies it)."""
+    if state == "applicable":
+        return f"{spec_id} is not applied (every anchor is present); run `fp4patch apply`"
+    return f"{spec_id} is {state}"
+
+
 def escape_annotation(text: str) -> str:
     """Escape a GitHub Actions workflow-command message (``%``, CR, LF)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -211,14 +241,14 @@ def github_annotations(
         return str(path) if relative.startswith("..") else relative
 
     for r in reports:
-        title = f"fp4patch {r['id']}: {r['state']}"
+        title = f"fp4patch {r['id']}: {'not applied' if r['state'] == 'applicable' and r['state'] not in ok_states else r['state']}"
         if r["state"] in ok_states:
             print(f"::notice title={title}::{escape_annotation(prefix + r['id'] + ' ' + r['state'])}")
             continue
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(prefix + (r["detail"] or f"{r['id']} is {r['state']}"))
+        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"])))
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:
@@ -252,21 +282,8 @@ def function_line(path: Path, spec: Any, relative: str) -> int:
 
 def is_terminal() -> bool:
     """True when stdout is a terminal, or rich is told to treat it as one (``FORCE_COLOR``,
-    ``TTY_COMPATIBLE=1``): then ``verify`` draws rich tables, else it prints plain lines."""
+    ``TTY_COMPATIBLE=1``): then the aligned lines are coloured (see :func:`use_color`)."""
     return sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR")) or os.environ.get("TTY_COMPATIBLE") == "1"
-
-
-def reports_lines(reports: list[dict[str, Any]]) -> list[str]:
-    """Plain text for logs: one line per spec report (``--json`` dicts), columns aligned:
-    id, state, and the detail or the target files."""
-    id_width = max((len(r["id"]) for r in reports), default=0)
-    state_width = max((len(r["state"]) for r in reports), default=0)
-    lines = []
-    for r in reports:
-        files = ", ".join(sorted({t["file"] for t in r["targets"] if t["file"]}))
-        text = " ".join((r["detail"] or files).split())
-        lines.append(f"  {r['id']:<{id_width}}  {r['state']:<{state_width}}  {text}".rstrip())
-    return lines
 
 
 def verify_output(
@@ -287,9 +304,9 @@ def verify_output(
     ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None;
     ``functions`` the scan results of the patched functions ``--trace`` compiled (or None).
 
-    ``table`` is a rich table on a terminal (:func:`is_terminal`) and plain aligned lines in a
-    log (CI, docker build), which need no rich import; ``quiet`` silences it (JSON and
-    annotations are printed regardless, as they are the requested output)."""
+    ``table`` is aligned lines (:func:`reports_lines`, :func:`trace_lines`), coloured on a
+    terminal (:func:`use_color`); it imports nothing beyond the standard library. ``quiet``
+    silences it (JSON and annotations are not affected: the CLI refuses them with ``--quiet``)."""
     if output == "json":
         payload = {**header, "ok": ok, "interrupted": interrupted, "specs": reports}
         if cases is not None:
@@ -301,25 +318,30 @@ def verify_output(
         print(json.dumps(payload, indent=2))
     elif output == "github":
         github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions)
-    elif quiet:
-        return
-    elif is_terminal():
-        out = _console("out")
-        out.print(reports_table(f"{header['distribution']} {header['version']}", reports))
+    elif not quiet:
+        color = use_color()
+        lines = [f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}"]
+        lines += reports_lines(reports, color=color)
         if cases is not None:
-            out.print(trace_table(cases))
-        if opcheck is not None:
-            out.print("\n".join(opcheck_lines(opcheck)), markup=False, highlight=False)
+            lines += trace_lines(cases, color)
         if functions:
-            out.print(scan_table("patched functions under fullgraph", functions))
-        out.print("[green]verify: ok[/]" if ok else f"[red]verify: failed[/] — {failure_hint(reports, ok_states, cases, functions)}")
-    else:
-        lines = [f"{header['distribution']} {header['version']} in {header['site_packages']}", *reports_lines(reports)]
+            lines += ["patched functions under fullgraph:", *scan_lines(functions)]
+        if opcheck is not None:
+            lines += opcheck_lines(opcheck)
+        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions)}")
         print("\n".join(lines), flush=True)
-        if cases is not None:
-            _console("out").print(trace_table(cases))
-        if opcheck is not None:
-            print("\n".join(opcheck_lines(opcheck)), flush=True)
-        if functions:
-            print("\n".join(["patched functions under fullgraph:", *scan_lines(functions)]), flush=True)
-        print("verify: ok" if ok else f"verify: failed — {failure_hint(reports, ok_states, cases, functions)}", flush=True)
+
+
+def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> str | None:
+    """What is wrong with a command's output options, or None: an unknown ``--format``,
+    ``--json`` with ``--format`` other than ``json``, or ``--quiet`` with JSON or annotations
+    (which are the requested output). The CLI and the fast path (:mod:`fp4patch.entry`) both
+    refuse these with exit 2."""
+    if output_format not in (None, *FORMATS):
+        return f"--format {output_format!r}: choose one of {', '.join(FORMATS)}"
+    if as_json and output_format not in (None, "json"):
+        return f"--json and --format {output_format}: choose one output format"
+    if quiet and (as_json or output_format in ("json", "github")):
+        given = "--json" if as_json else f"--format {output_format}"
+        return f"--quiet and {given}: --quiet prints nothing on stdout; drop one of them"
+    return None

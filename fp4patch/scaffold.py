@@ -35,18 +35,46 @@ def module_file(dist: InstalledDistribution, module: str) -> str:
     raise UsageError(f"{dist.name} {dist.version} has no module {module!r} (looked for {base}.py); check --function MODULE:FUNCTION")
 
 
-def _imported_from(tree: cst.Module, name: str, module: str) -> str:
-    """The absolute module a top-level ``from X import name`` in ``module`` takes ``name`` from."""
+def _imported_from(tree: cst.Module, name: str, module: str, is_package: bool) -> str:
+    """The absolute module a top-level ``from X import name`` in ``module`` takes ``name`` from
+    (``""`` when there is none). ``is_package``: ``module`` is a package's ``__init__.py``, so a
+    relative import counts from ``module`` itself (``from .quantization.fp4_quantization import``
+    in ``flashinfer/__init__.py`` is ``flashinfer.quantization.fp4_quantization``), not from its parent."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
     for statement in tree.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                if any((a.asname.name.value if a.asname else a.name.value) == name for a in small.names if isinstance(a.name, cst.Name)):
-                    dots = len(small.relative)
-                    base = module.split(".")[: len(module.split(".")) - dots] if dots else []
-                    tail = cst.Module(body=[]).code_for_node(small.module) if small.module else ""
-                    return ".".join([*base, tail] if tail else base)
+            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            if any((a.asname.name.value if a.asname else a.name.value) == name for a in small.names if isinstance(a.name, cst.Name)):
+                dots = len(small.relative)
+                base = package[: len(package) - (dots - 1)] if dots else []
+                tail = cst.Module(body=[]).code_for_node(small.module) if small.module else ""
+                return ".".join([*base, tail] if tail else base)
+    return ""
+
+
+def defining_module(dist: InstalledDistribution, module: str, function: str, hops: int = 5) -> str:
+    """The module that defines ``function`` (a top-level name, or ``Class`` of ``Class.method``),
+    following re-exports (``from .x import name``) from ``module`` at most ``hops`` times; ``""``
+    when the chain ends elsewhere (a name not found, a module outside the distribution).
+
+    Example (flashinfer-python 0.7.4): ``flashinfer`` and the shim ``flashinfer.fp4_quantization``
+    re-export ``fp4_quantize`` from ``flashinfer.quantization.fp4_quantization``, which defines it.
+    """
+    name = function.split(".")[0]
+    for _ in range(hops):
+        try:
+            relative = module_file(dist, module)
+            tree = cst.parse_module(dist.locate(relative).read_bytes())
+        except (UsageError, OSError, cst.ParserSyntaxError):
+            return ""
+        if find_functions(tree, function):
+            return module
+        module = _imported_from(tree, name, module, relative.endswith("__init__.py"))
+        if not module:
+            return ""
     return ""
 
 
@@ -71,7 +99,7 @@ def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: st
         raise UsageError(f"spec id {spec_id!r} must be kebab-case (a-z, 0-9, -)")
     module, sep, function = target.partition(":")
     if not sep or not module or not function:
-        raise UsageError(f"--function {target!r}: expected MODULE:FUNCTION, e.g. flashinfer.fp4_quantization:fp4_quantize")
+        raise UsageError(f"--function {target!r}: expected MODULE:FUNCTION, e.g. flashinfer.quantization.fp4_quantization:fp4_quantize")
     relative = module_file(dist, module)
     from .manifest import ManifestStore
 
@@ -85,8 +113,14 @@ def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: st
     tree = cst.parse_module(source)
     found = find_functions(tree, function)
     if not found:
-        origin = _imported_from(tree, function.split(".")[0], module)
-        hint = f"it is imported from {origin}; pass --function {origin}:{function}" if origin else "give Class.method for a method"
+        imported = _imported_from(tree, function.split(".")[0], module, relative.endswith("__init__.py"))
+        origin = imported and defining_module(dist, imported, function)
+        if origin:
+            hint = f"it is imported from {origin}; pass --function {origin}:{function}"
+        elif imported:
+            hint = f"it is imported from {imported}, which does not define it either; give the module that defines it"
+        else:
+            hint = "give Class.method for a method"
         raise UsageError(f"{dist.locate(relative)}: no function {function!r} defined here; {hint}")
     definition = found[-1]
     signature = definition.params

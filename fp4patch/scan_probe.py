@@ -444,15 +444,18 @@ def describe(r):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="CPU scan of the FP4 path under fullgraph")  # not __doc__: None under -OO
     ap.add_argument("--json", action="store_true", help="print a JSON object: flashinfer and torch versions, results")
     ap.add_argument("--only", nargs="*", default=None, help="scan only these entry names")
     ap.add_argument("--list", action="store_true", help="print the entries (name, function, spec) as JSON and exit; no torch")
+    ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
     ns = ap.parse_args(argv)
     if ns.list:
         json.dump(catalog(), sys.stdout)
         sys.stdout.write("\n")
         return 0
+    if ns.path:
+        sys.path.insert(0, ns.path)
     # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
     # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
     out = sys.stdout
@@ -461,12 +464,20 @@ def main(argv=None):
 
     import torch
 
+    disabling = _trace_probe().dynamo_disabled(torch)
+    if disabling:
+        print(f"{disabling} disables torch.compile (Dynamo) in this interpreter, so nothing can be traced; unset it for the scan", file=sys.stderr)
+        return 3
     install_device_stubs(torch)
     try:
         import flashinfer
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         msg = str(e).strip().splitlines()
         print("cannot import flashinfer: {}: {}".format(type(e).__name__, msg[0] if msg else ""), file=sys.stderr)
+        return 2
+    elsewhere = _trace_probe().imported_elsewhere(flashinfer, ns.path)
+    if elsewhere:
+        print(elsewhere, file=sys.stderr)
         return 2
 
     import logging

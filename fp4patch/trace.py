@@ -16,7 +16,6 @@ fp4patch:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,30 @@ def _run_script(
     script: Path, args: list[str], env: TargetEnvironment, site_packages: Path | None, timeout: float, what: str,
     needs: str = "it needs torch and flashinfer's import-time dependencies there",
 ) -> Any:
-    """Run ``script --json ARGS`` with ``env.python`` (``site_packages`` first on PYTHONPATH); its JSON."""
-    environ = dict(os.environ)
-    if site_packages is not None:
-        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site_packages), environ.get("PYTHONPATH", "")]))
+    """Run ``script --json ARGS`` with ``env.python``; its JSON output.
+
+    ``site_packages`` (``--site-packages``, ``--against``) goes first on the probe's ``sys.path``
+    through its ``--path`` option (unlike ``PYTHONPATH``, also under ``python -I``), and the probe
+    refuses a flashinfer imported from anywhere else. The probe is started with ``--python`` as
+    given, so a wrapper script's flags and environment apply.
+
+    Raises:
+        EnvironmentProblem: the probe cannot start, times out, exits 2 (torch or flashinfer missing,
+            ``needs`` says what it needs), exits 3 (the environment disables torch.compile: the
+            probe's message names the variable), or prints no JSON.
+    """
     command = [env.python, str(script), "--json", *args]
+    if site_packages is not None:
+        command += ["--path", str(site_packages)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=timeout, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"{script}: {what} ran over {timeout:.0f} s in {env.python}; rerun with fewer cases") from None
     except OSError as exc:
         raise EnvironmentProblem(f"{env.python}: cannot run the {what} ({exc.strerror})") from None
+    if done.returncode == 3:  # the environment disables torch.compile: the probe names how
+        last = (done.stderr.strip().splitlines() or ["torch.compile is disabled"])[-1]
+        raise EnvironmentProblem(f"{env.python}: {last}; the {what} needs torch.compile")
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProblem(f"{env.python}: {what} could not run ({last}); {needs}")
@@ -54,15 +66,18 @@ def _run_script(
 
 
 def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:
-    """Run the trace probe with ``env.python``; ``site_packages`` (for ``--site-packages``) goes first on PYTHONPATH.
+    """Run the trace probe with ``env.python``; flashinfer is imported from ``site_packages`` when given
+    (see :func:`_run_script`).
 
     Returns the case results (see module docstring); time in seconds for ``timeout``.
 
     Raises:
-        EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
-            probe prints no result.
+        EnvironmentProblem: the interpreter cannot import torch or flashinfer (or imports it from
+            elsewhere than ``site_packages``), the environment disables torch.compile
+            (``TORCH_COMPILE_DISABLE=1``, named), the probe times out or prints no result.
     """
-    return _run_script(PROBE, ["--filter", case_filter] if case_filter else [], env, site_packages, timeout, "trace probe")
+    return _run_script(PROBE, ["--filter", case_filter] if case_filter else [], env, site_packages, timeout, "trace probe",
+                       "--trace needs torch and flashinfer's import-time dependencies there")
 
 
 def scan_entries() -> list[dict[str, str]]:

@@ -16,20 +16,30 @@ whether the traced outputs' (shape, stride, dtype) equal the layout formula
 computed here, independently of any fake implementation. A Dynamo failure is
 reported by the first line of its message, verbatim.
 
+``--path DIR`` puts DIR first on ``sys.path`` (a site-packages to trace instead of
+the interpreter's own; unlike ``PYTHONPATH`` this also works under ``python -I``)
+and refuses a flashinfer imported from elsewhere. Runs under ``-O``/``-OO``.
+
 Exit status: 0 when every case passes, 1 otherwise, 2 when flashinfer cannot
-be imported.
+be imported (or not from ``--path``), 3 when the environment disables
+torch.compile (``TORCH_COMPILE_DISABLE=1``, ``TORCHDYNAMO_DISABLE=1``): the
+message names the variable.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
 import collections
+import json
+import os
+import sys
 
 # fp4patch's op for fp4_quantize is named fp4patch::fp4_quantize_<8 hex>: the suffix is a
 # fingerprint of its schema, fake and release data (fp4patch/custom_op.py).
 EXPECTED_OP = re.compile(r"fp4patch::fp4_quantize_[0-9a-f]{8}")
+#: Environment variables with which torch turns torch.compile into a no-op (torch 2.x:
+#: ``torch/_dynamo/config.py`` reads TORCH_COMPILE_DISABLE, ``torch/_dynamo/eval_frame.py`` TORCHDYNAMO_DISABLE).
+DYNAMO_DISABLING_VARIABLES = ("TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE")
 
 
 # --------------------------------------------------------------------------- #
@@ -326,11 +336,36 @@ def passed(r):
     return r["error"] is None and r["graphs"] == 1 and not r["graph_breaks"] and r["op_node_ok"] and r["layout_ok"]
 
 
+def dynamo_disabled(torch):
+    """What turns torch.compile into a no-op here (``TORCH_COMPILE_DISABLE=1``), or ""."""
+    found = [f"{name}={os.environ[name]}" for name in DYNAMO_DISABLING_VARIABLES if os.environ.get(name) == "1"]
+    if found:
+        return " and ".join(found) + " in the environment"
+    try:
+        import torch._dynamo
+
+        disabled = bool(torch._dynamo.config.disable)
+    except (ImportError, AttributeError):  # an odd torch: let the cases report what fails
+        disabled = False
+    return "torch._dynamo.config.disable = True" if disabled else ""
+
+
+def imported_elsewhere(flashinfer, path):
+    """A message when ``--path`` was given and ``flashinfer`` came from another directory, else ""."""
+    where = os.path.dirname(os.path.dirname(os.path.abspath(getattr(flashinfer, "__file__", "") or "")))
+    if path and os.path.realpath(where) != os.path.realpath(path):
+        return f"flashinfer was imported from {where}, not from {path} (a .pth file or sitecustomize?)"
+    return ""
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="CPU trace probe")  # not __doc__: None under python -OO
     ap.add_argument("--json", action="store_true", help="print a JSON list of case results")
     ap.add_argument("--filter", default="", help="run only cases whose name contains this text")
+    ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
     ns = ap.parse_args(argv)
+    if ns.path:
+        sys.path.insert(0, ns.path)
     # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
     # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
     out = sys.stdout
@@ -339,12 +374,20 @@ def main(argv=None):
 
     import torch
 
+    disabling = dynamo_disabled(torch)
+    if disabling:
+        print(f"{disabling} disables torch.compile (Dynamo) in this interpreter, so nothing can be traced; unset it for the trace", file=sys.stderr)
+        return 3
     _install_device_stubs(torch)
     try:
         import flashinfer
     except Exception as e:
         msg = str(e).strip().splitlines()
         print("cannot import flashinfer: {}: {}".format(type(e).__name__, msg[0] if msg else ""), file=sys.stderr)
+        return 2
+    elsewhere = imported_elsewhere(flashinfer, ns.path)
+    if elsewhere:
+        print(elsewhere, file=sys.stderr)
         return 2
 
     import warnings

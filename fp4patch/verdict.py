@@ -8,6 +8,8 @@ are a function of:
 - fp4patch's version and the sha256 of its own sources and of every file in the specs directory,
 - the versions of the libraries that parse and match (libcst, packaging),
 - the distribution (name, version, site-packages directory) as :mod:`importlib.metadata` finds it,
+- the target interpreter's pycache prefix and cache tag (with this interpreter's), and every pyc
+  path of a target file they give (:meth:`fp4patch.engine.Engine.stale_bytecode`),
 - the sha256 of fp4patch's manifest and of every file the reports read (or that it was missing).
 
 ``verify`` (:func:`lookup`) recomputes the key and prints the recorded reports only when all of it
@@ -139,6 +141,9 @@ def _write(engine: Any, request: Request, reports: list[dict[str, Any]], header:
         "version": str(engine.dist.version),
         "installed_version": engine.dist.dist.version,  # as METADATA spells it (compared without packaging)
         "site_packages": str(engine.dist.site_packages),
+        # where the target loads bytecode from (its pycache prefix) and under which tags: the pyc
+        # paths in "files" were derived from these
+        "bytecode": {"prefixes": list(engine.dist.bytecode_prefixes), "tags": list(engine.dist.cache_tags)},
         "manifest_sha256": sha256(manifest) if manifest is not None else None,
         "files": dict(sorted(engine.inputs.items())),
         "header": header,
@@ -211,6 +216,8 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
                 site_packages = Path(str(dist.locate_file(""))).resolve()
                 if str(site_packages) != data["site_packages"]:
                     continue
+                if data["bytecode"] != {"prefixes": list(env.bytecode_prefixes), "tags": list(env.cache_tags)}:
+                    continue  # another pycache prefix or interpreter: other pyc paths to check
                 store = ManifestStore(site_packages, data["distribution"])
                 if path.resolve() != (store.root / FILE_NAME).resolve() or store.journal_path.exists():
                     continue

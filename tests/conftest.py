@@ -177,3 +177,10 @@ def read_only(directory: Path):
         yield
     finally:
         subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def release_params(versions: list[str], core: tuple[str, ...] = ("0.6.0", "0.7.4")) -> list:
+    """``versions`` as pytest params: those outside ``core`` (the two ends the suite always checks)
+    carry the ``eras`` mark, so ``make test`` runs the ends and ``make test-eras`` every release
+    between where the code differs (the per-era sweeps cost minutes of CPU each)."""
+    return [v if v in core else pytest.param(v, marks=pytest.mark.eras) for v in versions]

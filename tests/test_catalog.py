@@ -148,8 +148,15 @@ def test_against_a_release_that_is_not_installed(tmp_path):
     payload = json.loads(done.stdout)
     assert payload["ok"] is True and payload["version"] == "0.6.7" and payload["kind"] == "wheel"
     assert payload["catalog"]["where"] == "known"
-    assert {s["id"]: s["state"] for s in payload["specs"]} == {"cuda-version-from-torch": "applicable", "fp4-quantize-fullgraph": "applicable"}
-    assert {s["id"]: s["state"] for s in payload["after_apply"]} == {"cuda-version-from-torch": "applied", "fp4-quantize-fullgraph": "applied"}
+    # every default spec (the quantizer specs of issue 10 too): applicable, or declared not-needed where its function is absent
+    default_ids = {s.id for s in load_specs(SPECS_DIR) if s.default}
+    states = {s["id"]: s["state"] for s in payload["specs"]}
+    assert set(states) == default_ids
+    assert states["cuda-version-from-torch"] == states["fp4-quantize-fullgraph"] == "applicable"
+    assert states["mxfp8-grouped-quantize-fullgraph"] == "not-needed"  # from 0.6.14
+    assert set(states.values()) <= {"applicable", "not-needed"}, states
+    after = {s["id"]: s["state"] for s in payload["after_apply"]}
+    assert after == {k: "applied" if v == "applicable" else v for k, v in states.items()}
     assert payload["drifted"] == []
     assert run_cli("status").returncode == 2  # ... and after
     text = run_cli("verify", "--against", "flashinfer-python==0.6.7")

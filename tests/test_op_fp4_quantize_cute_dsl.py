@@ -25,7 +25,7 @@ import json
 
 import pytest
 
-from .conftest import REPO, release_site
+from .conftest import REPO, release_params, release_site
 from .test_op_fp4_quantize import TARGETS, _entry_and_op
 from .test_trace_fullgraph import MARK, OP, _child, apply, linked_site  # noqa: F401 (linked_site: a fixture)
 
@@ -72,7 +72,7 @@ print({MARK!r} + json.dumps(run(params)))
 """
 
 
-@pytest.mark.parametrize("version", ERAS)
+@pytest.mark.parametrize("version", release_params(ERAS, core=("0.6.8", "0.7.4")))
 def test_fake_equals_the_cute_dsl_path(version: str, tmp_path_factory) -> None:
     site = release_site(version, tmp_path_factory, sources_only=True)
     result = _child(site, _REAL_PATH_CHILD, {"repo": str(REPO)})

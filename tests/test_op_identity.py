@@ -76,7 +76,7 @@ def f(x):
 
 x = torch.randn(7, 64, dtype=torch.bfloat16)
 q, sf = torch.compile(f, backend="inductor", fullgraph=True)(x)
-ops = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fp4patch::"))
+ops = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fp4patch::fp4_quantize_"))
 print("MARK" + json.dumps({"sf": [list(sf.shape), list(sf.stride())], "q": list(q.shape), "ops": ops}))
 """.replace("MARK", MARK)
 

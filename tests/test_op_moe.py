@@ -35,7 +35,7 @@ from packaging.version import Version
 
 from fp4patch.spec import load_specs
 
-from .conftest import SPECS_DIR, release_site, run_cli
+from .conftest import SPECS_DIR, release_params, release_site, run_cli
 
 pytestmark = [
     pytest.mark.torch,
@@ -159,7 +159,7 @@ def _same_outputs(real: list, fake: list) -> bool:
     return True
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", release_params(VERSIONS))
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_fake_matches_the_wrapper_allocation(child_result, function: str, version: str) -> None:
     result = child_result(version)[function]
@@ -187,7 +187,7 @@ def test_fake_matches_the_wrapper_allocation(child_result, function: str, versio
                 assert rec["real"][1][2] == weights_dtype
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", release_params(VERSIONS))
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_schema_is_the_release_signature_with_its_mutations(child_result, function: str, version: str) -> None:
     result = child_result(version)[function]

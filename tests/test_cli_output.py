@@ -1,0 +1,230 @@
+"""Issue 11, the command line: help text, conflicting output options, what `revert --spec` and
+`--format github` say, the plain aligned form in logs, README and behaviour in agreement,
+`new` following re-exports, and `verify --against` on an sdist-only release from a fresh venv."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from fp4patch.errors import EnvironmentProblem
+from fp4patch.releases import fetch
+from fp4patch.render import verify_output
+from fp4patch.states import APPLICABLE, SATISFIED
+
+from .conftest import REPO, release_site, run_cli, snapshot
+
+CUDA, FULLGRAPH = "cuda-version-from-torch", "fp4-quantize-fullgraph"
+#: Characters of rich's box tables (and typer's help panels).
+BOX = re.compile("[─│┃━┏┓┗┛┡┩╇╭╮╰╯┼├┤]")
+
+
+def sp(site: Path) -> tuple[str, str]:
+    return ("--site-packages", str(site))
+
+
+# ---------------------------------------------------------------------------------------- help
+@pytest.mark.parametrize("command", [(), ("status",), ("diff",), ("apply",), ("verify",), ("revert",), ("new",)])
+def test_help_shows_flags_without_a_value(command: tuple[str, ...]) -> None:
+    done = run_cli(*command, "--help", check=True)
+    assert "<bool>" not in done.stdout
+    flag = re.search(r"--(json|help)\s+(\S+)", done.stdout)
+    assert flag and not flag.group(2).startswith("<"), flag
+
+
+def test_a_flag_takes_no_value() -> None:
+    done = run_cli("verify", "--json", "true")
+    assert done.returncode == 2 and done.stderr.startswith("fp4patch: error: ") and done.stderr.count("\n") == 1
+
+
+def test_usage_names_arguments_in_capitals_and_new_names_the_defining_module() -> None:
+    text = run_cli("new", "--help", check=True).stdout
+    assert "Usage: fp4patch new [OPTIONS] SPEC_ID" in text and "{spec_id}" not in text
+    example = " ".join(text.split())  # the help column wraps
+    assert "flashinfer.quantization.fp4_quantization:fp4_quantize" in example
+    assert "e.g. flashinfer.fp4_quantization:" not in example
+
+
+def test_revert_help_says_it_reverts_every_applied_spec() -> None:
+    text = " ".join(run_cli("revert", "--help", check=True).stdout.replace("│", " ").split())
+    assert "default: every applied spec" in text and "specs marked default" not in text
+    status = " ".join(run_cli("status", "--help", check=True).stdout.replace("│", " ").split())
+    assert "default: every known spec" in status
+
+
+# ----------------------------------------------------------------------------- output options
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("verify", "--json", "--format", "github"),
+        ("verify", "--format", "table", "--json"),
+        ("verify", "-q", "--json"),
+        ("verify", "--quiet", "--format", "json"),
+        ("verify", "-q", "--format", "github"),
+        ("status", "-q", "--json"),
+        ("apply", "--json", "-q"),
+        ("revert", "--json", "-q"),
+        ("diff", "--json", "-q"),
+    ],
+)
+def test_conflicting_output_options_are_a_usage_error(site_060: Path, args: tuple[str, ...]) -> None:
+    before = snapshot(site_060)
+    done = run_cli(*args, *sp(site_060))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and done.stderr.startswith("fp4patch: error: --") and done.stderr.count("\n") == 1
+    assert snapshot(site_060) == before
+
+
+def test_conflicting_output_options_are_refused_by_the_recorded_verify_too(site_060: Path) -> None:
+    run_cli("apply", *sp(site_060), check=True)
+    assert run_cli("verify", "--json", *sp(site_060)).returncode == 0
+    done = run_cli("verify", "--json", "--format", "github", *sp(site_060))
+    assert done.returncode == 2 and done.stdout == ""
+
+
+def test_github_annotations_say_not_applied_and_what_to_run(site_060: Path) -> None:
+    done = run_cli("verify", "--format", "github", *sp(site_060))
+    assert done.returncode == 1
+    errors = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+    assert errors and all("not applied" in line and "run `fp4patch apply`" in line for line in errors)
+    assert not any("is applicable" in line for line in errors)
+
+
+# -------------------------------------------------------------------------------------- revert
+def test_partial_revert_says_what_stays_applied(site_060: Path) -> None:
+    run_cli("apply", *sp(site_060), check=True)
+    done = run_cli("revert", "--spec", CUDA, *sp(site_060), check=True)
+    assert "byte for byte" not in done.stdout
+    assert f"reverted {CUDA}; still applied: {FULLGRAPH}" in done.stdout
+    payload = json.loads(run_cli("revert", "--json", *sp(site_060), check=True).stdout)
+    assert payload["still_applied"] == []
+    run_cli("apply", *sp(site_060), check=True)
+    partial = json.loads(run_cli("revert", "--json", "--spec", FULLGRAPH, *sp(site_060), check=True).stdout)
+    assert partial["still_applied"] == [CUDA]
+    assert "byte for byte" in run_cli("revert", *sp(site_060), check=True).stdout
+
+
+def test_revert_spec_with_nothing_applied_is_a_usage_error_as_the_readme_says(site_060: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    usage_row = next(line for line in readme.splitlines() if line.startswith("| usage | 2 |"))
+    assert "`revert --spec` of a spec not applied" in usage_row
+    before = snapshot(site_060)
+    done = run_cli("revert", "--spec", CUDA, *sp(site_060))
+    assert done.returncode == 2 and done.stderr.startswith(f"fp4patch: error: spec '{CUDA}' is not applied here")
+    assert snapshot(site_060) == before
+    assert run_cli("revert", *sp(site_060)).returncode == 0  # nothing to revert is not an error
+
+
+# ---------------------------------------------------------------------------- logs: plain lines
+def test_status_and_against_in_a_log_are_aligned_lines(site_060: Path) -> None:
+    status = run_cli("status", *sp(site_060), check=True).stdout
+    assert not BOX.search(status), status
+    rows = [line for line in status.splitlines() if line.startswith("  ")]
+    assert len(rows) == 3 and len({line.index(" applicable ") for line in rows}) == 1, rows
+    against = run_cli("verify", "--wheel", str(fetch("flashinfer-python", "0.6.0")), check=True).stdout
+    assert not BOX.search(against), against
+    assert "on the pristine release:\n" in against and f"\n  {CUDA}  applied" in against
+
+
+def test_trace_cases_in_a_log_are_aligned_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    header = {"schema": 1, "distribution": "flashinfer-python", "version": "0.6.0", "site_packages": "/s"}
+    reports = [{"id": CUDA, "state": "applied", "detail": "", "targets": [{"file": "flashinfer/jit/cpp_ext.py"}]}]
+    cases = [
+        {"name": "m1-k64", "passed": True, "graphs": 1, "graph_breaks": 0, "custom_ops": ["fp4patch::fp4_quantize"], "layout_ok": True},
+        {"name": "m127-k7168-dynamic", "passed": False, "graphs": 2, "error": "Unsupported: Attempted to call function marked as skipped\nmore"},
+    ]
+    verify_output(header, reports, False, SATISFIED, "table", cases=cases)
+    text = capsys.readouterr().out
+    assert not BOX.search(text) and "\x1b[" not in text
+    assert "fullgraph trace: 1/2 cases passed" in text
+    rows = [line for line in text.splitlines() if line.startswith("  m")]
+    assert len(rows) == 2 and rows[0].index("PASS") == rows[1].index("FAIL")
+    assert rows[1].endswith("Unsupported: Attempted to call function marked as skipped more")
+
+
+# ----------------------------------------------------------------------------- README agreement
+def test_readme_lists_the_states_verify_against_accepts() -> None:
+    readme = " ".join((REPO / "README.md").read_text().split())
+    sentence = readme[readme.index("Each selected spec must be") : readme.index("on the pristine release")]
+    assert set(re.findall(r"`([a-z-]+)`", sentence)) == set(SATISFIED) | {APPLICABLE}
+
+
+# ------------------------------------------------------------------------------------------ new
+@pytest.mark.parametrize(
+    ("version", "given", "defining"),
+    [
+        ("0.7.4", "flashinfer", "flashinfer.quantization.fp4_quantization"),
+        ("0.7.4", "flashinfer.fp4_quantization", "flashinfer.quantization.fp4_quantization"),  # the re-export shim
+        ("0.6.0", "flashinfer", "flashinfer.fp4_quantization"),
+    ],
+)
+def test_new_names_the_module_that_defines_a_reexported_function(tmp_path_factory, tmp_path: Path, version, given, defining) -> None:
+    site = release_site(version, tmp_path_factory, sources_only=True)
+    args = ("--site-packages", str(site), "--specs-dir", str(tmp_path))
+    done = run_cli("new", "my-fix", "--function", f"{given}:fp4_quantize", *args)
+    assert done.returncode == 2
+    assert done.stderr.rstrip().endswith(f"pass --function {defining}:fp4_quantize"), done.stderr
+    run_cli("new", "my-fix", "--function", f"{defining}:fp4_quantize", *args, check=True)
+    assert (tmp_path / "flashinfer-python" / "my-fix.toml").is_file()
+
+
+# ---------------------------------------------------------------------------- sdist, pip errors
+def _fresh_venv(where: Path) -> Path:
+    """A venv as `python -m venv` makes it (its own pip and bundled setuptools, older than what
+    flashinfer-python 0.4.x's pyproject needs), seeing fp4patch and its dependencies through a
+    .pth file placed after its own site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True)
+    python = where / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True)
+    (Path(purelib.stdout.strip()) / "zz_fp4patch_dev.pth").write_text(f"{REPO}\n{sysconfig.get_paths()['purelib']}\n")
+    return python
+
+
+@pytest.mark.slow
+def test_against_an_sdist_only_release_from_a_fresh_venv(tmp_path: Path) -> None:
+    python = _fresh_venv(tmp_path / "venv")
+    env = {**os.environ, "NO_COLOR": "1", "FP4PATCH_CACHE": str(tmp_path / "cache")}
+    own = [Version(p.name.removesuffix(".dist-info").split("-")[1]) for p in (tmp_path / "venv").glob("lib/*/site-packages/setuptools-*.dist-info")]
+    assert all(v < Version("77") for v in own), own  # 0.4.1's pyproject.toml needs setuptools>=77 (license = "Apache-2.0")
+    command = [str(python), "-m", "fp4patch", "verify", "--against", "flashinfer-python==0.4.1", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert done.returncode == 1, done.stderr  # fp4-quantize-fullgraph is declared unsupported before 0.5.0
+    payload = json.loads(done.stdout)
+    assert payload["kind"] == "sdist" and payload["version"] == "0.4.1"
+    assert {r["id"]: r["state"] for r in payload["after_apply"]}[CUDA] == "applied"
+    assert any(line.startswith(f"{FULLGRAPH}: unsupported") for line in payload["drifted"])
+
+
+def test_a_missing_release_reports_pip_s_reason(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem) as caught:
+        fetch("flashinfer-python", "0.0.0.dev999", cache=tmp_path)
+    assert "No matching distribution found for flashinfer-python==0.0.0.dev999" in str(caught.value)
+    assert "See above" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_failing_sdist_build_reports_the_backend_s_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An sdist pip cannot make sense of (no PKG-INFO naming the release, a setup.py that raises):
+    the error carries the build's own last line, not pip's "See above for details"."""
+    links = tmp_path / "links"
+    links.mkdir()
+    with tarfile.open(links / "fp4patch_broken_demo-1.0.tar.gz", "w:gz") as tar:
+        data = b"raise RuntimeError('fp4patch-test: this sdist cannot be built')\n"
+        info = tarfile.TarInfo("fp4patch_broken_demo-1.0/setup.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    with pytest.raises(EnvironmentProblem) as caught:
+        fetch("fp4patch-broken-demo", "1.0", cache=tmp_path / "cache")
+    message = str(caught.value)
+    assert "RuntimeError: fp4patch-test: this sdist cannot be built" in message and "See above" not in message, message
