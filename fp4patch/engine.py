@@ -356,12 +356,21 @@ class Engine:
                     raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `fp4patch revert --spec {spec.id}` first")
         plans = self.plan(specs)
         writes = [p for p in plans.values() if p.changes]
-        for plan in writes:
-            if plan.path.is_symlink():
-                raise FileSystemError(
-                    f"{plan.path}: is a symbolic link to {os.readlink(plan.path)}; fp4patch patches regular files only — "
-                    "replace the link by a copy of the file, then apply"
-                )
+        links = [plan.path for plan in writes if plan.path.is_symlink()]
+        if links:
+            # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
+            # and the reinstall that gives regular files (never write through a link into a shared cache).
+            pinned = f"{self.dist.name}=={self.dist.version}"
+            what = (
+                f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
+                if len(links) == 1
+                else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
+            )
+            raise FileSystemError(
+                f"{what}; fp4patch patches regular files only — reinstall with copies "
+                f"(`uv pip install --reinstall --no-deps --link-mode=copy {pinned}`; pip installs copies: "
+                f"`pip install --force-reinstall --no-deps {pinned}`), or replace each link by a copy of its file, then apply"
+            )
         manifest = manifest or Manifest(self.dist.name, str(self.dist.version))
         previous = manifest if self.store.path.exists() else None
         reinstalled: set[str] = set()

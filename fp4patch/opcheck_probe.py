@@ -213,6 +213,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.path:
         sys.path.insert(0, args.path)
+    # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
+    # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
+    out = sys.stdout
+    if args.json:
+        sys.stdout = sys.stderr
     try:
         import torch
     except Exception as exc:
@@ -240,7 +245,7 @@ def main(argv=None):
         print("opcheck probe: no patched op found; run fp4patch apply first", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps(results), file=out)
     else:
         for r in results:
             print("{:<44} {:<34} {:<8} {}".format(r["function"], r["case"], r["status"], r["detail"]))

@@ -456,6 +456,11 @@ def main(argv=None):
         return 0
     if ns.path:
         sys.path.insert(0, ns.path)
+    # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
+    # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
+    out = sys.stdout
+    if ns.json:
+        sys.stdout = sys.stderr
 
     import torch
 
@@ -487,8 +492,8 @@ def main(argv=None):
         "torch": torch.__version__, "results": results,
     }
     if ns.json:
-        json.dump(payload, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        json.dump(payload, out, indent=1)
+        out.write("\n")
     else:
         print("flashinfer {} at {} | torch {}".format(payload["flashinfer"], payload["flashinfer_file"], payload["torch"]))
         width = max((len(r["name"]) for r in results), default=0)

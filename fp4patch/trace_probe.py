@@ -366,6 +366,11 @@ def main(argv=None):
     ns = ap.parse_args(argv)
     if ns.path:
         sys.path.insert(0, ns.path)
+    # --json: the JSON alone goes to stdout. FlashInfer's API logging (FLASHINFER_LOGLEVEL > 0, FLASHINFER_LOGDEST
+    # default "stdout") binds a handler to sys.stdout at import and prints a banner: send it to stderr.
+    out = sys.stdout
+    if ns.json:
+        sys.stdout = sys.stderr
 
     import torch
 
@@ -403,8 +408,8 @@ def main(argv=None):
 
     ok = all(r["passed"] for r in results)
     if ns.json:
-        json.dump(results, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        json.dump(results, out, indent=1)
+        out.write("\n")
     else:
         print("flashinfer {} at {} | torch {}".format(version, getattr(flashinfer, "__file__", "?"), torch.__version__))
         for r in results:

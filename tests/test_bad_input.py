@@ -400,6 +400,22 @@ def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> Non
     assert target.is_symlink() and real.read_bytes() == real_bytes
 
 
+def test_uv_symlink_layout_names_every_link_and_the_reinstall(tmp_path: Path, site_060: Path) -> None:
+    """`uv pip install --link-mode=symlink` links every file into uv's cache: the refusal names all the
+    linked target files at once (not one per run) and the reinstall that gives regular files."""
+    cache = tmp_path / "uv-cache"
+    linked = [CPP_EXT, FP4, "flashinfer/gemm/gemm_base.py", "flashinfer/fused_moe/core.py"]
+    for relative in linked:
+        target, real = site_060 / relative, cache / relative
+        real.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(target, real)
+        os.symlink(real, target)
+    before = snapshot(site_060)
+    message = refused(run_cli("apply", *sp(site_060)), 3, *(str(site_060 / r) for r in linked), "--link-mode=copy")
+    assert "flashinfer-python==0.6.0" in message
+    unchanged(site_060, before)
+
+
 # =========================================================================== install kinds and concurrency
 def test_target_file_differs_from_record(site_060: Path) -> None:
     """Edited by hand, anchors intact: refused unless --allow-modified."""

@@ -211,3 +211,34 @@ def test_rendering_of_each_status() -> None:
     assert "mm_fp4[auto]" in text  # square brackets are not taken for rich markup
     for needle in ("compiles (1 graph, ops: fp4patch::fp4_quantize)", "flashinfer/utils.py:1575", "not-present"):
         assert needle in text
+
+
+def test_flashinfer_api_logging_on_stdout_does_not_break_the_probes(linked_site) -> None:  # noqa: F811
+    """FLASHINFER_LOGLEVEL=3 (FlashInfer's @flashinfer_api logging, FLASHINFER_LOGDEST default stdout)
+    prints a banner on stdout at import: ``scan`` and ``verify --trace`` still read their probe's JSON,
+    and the patched fp4_quantize compiles with the logging wrapper on."""
+    site = linked_site("0.6.0")
+    run_cli("apply", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), check=True)
+    env = {"FLASHINFER_LOGLEVEL": "3"}
+    done = run_cli("scan", "--site-packages", str(site), "--json", "--function", "fp4_quantize", env=env)
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(done.stdout)["functions"]
+    assert result["passed"], result
+    done = run_cli("verify", "--trace", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), "--json", env=env)
+    assert done.returncode in (0, 1) and not done.stderr.strip(), done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["trace"] and all(case["passed"] for case in report["trace"]), report["trace"]
+    functions = {f["name"]: f["passed"] for f in report["trace_functions"]}
+    assert functions["fp4_quantize"], report["trace_functions"]
+
+
+@pytest.mark.xfail(strict=True, reason="nvfp4_quantize/mxfp4_quantize keep their own @flashinfer_api logging wrapper, "
+                   "which Dynamo cannot trace (datetime.now at flashinfer/api_logging.py); only fp4_quantize is bypassed")
+def test_nvfp4_and_mxfp4_quantize_compile_with_api_logging_on(linked_site) -> None:  # noqa: F811
+    site = linked_site("0.6.0")
+    run_cli("apply", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), check=True)
+    done = run_cli("scan", "--site-packages", str(site), "--json", "--function", "nvfp4_quantize", "--function", "mxfp4_quantize",
+                   env={"FLASHINFER_LOGLEVEL": "3"})
+    assert done.returncode == 0, done.stderr
+    failing = [(f["name"], f["error"]) for f in json.loads(done.stdout)["functions"] if not f["passed"]]
+    assert not failing, failing
