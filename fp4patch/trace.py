@@ -30,7 +30,7 @@ OPCHECK_PROBE = Path(__file__).with_name("opcheck_probe.py")
 
 def _run_script(
     script: Path, args: list[str], env: TargetEnvironment, site_packages: Path | None, timeout: float, what: str,
-    needs: str = "it needs torch and flashinfer's import-time dependencies there",
+    needs: str = "it needs torch and flashinfer's import-time dependencies there", label: str = "fp4patch verify --trace",
 ) -> Any:
     """Run ``script --json ARGS`` with ``env.python``; its JSON output.
 
@@ -55,7 +55,7 @@ def _run_script(
         raise EnvironmentProblem(f"{env.python}: cannot run the {what} ({exc.strerror})") from None
     if done.returncode == 3:  # the environment disables torch.compile: the probe names how
         last = (done.stderr.strip().splitlines() or ["torch.compile is disabled"])[-1]
-        raise EnvironmentProblem(f"{env.python}: {last}; the {what} needs torch.compile")
+        raise EnvironmentProblem(f"{env.python}: {last}; `{label}` needs torch.compile")
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProblem(f"{env.python}: {what} could not run ({last}); {needs}")
@@ -115,7 +115,7 @@ def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: li
     """
     if only is not None and not only:
         return {"results": []}
-    return _run_script(SCAN, ["--only", *only] if only is not None else [], env, site_packages, timeout, "scan")
+    return _run_script(SCAN, ["--only", *only] if only is not None else [], env, site_packages, timeout, "scan", label="fp4patch scan")
 
 
 def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 3600.0, case_filter: str = "") -> list[dict[str, Any]]:
