@@ -279,7 +279,7 @@ def _fp4patch_{fn}_bypass_api_wrappers(fn):
 
     @functools.wraps(fn)
     def _fp4patch_{fn}_api_entry(*args, **kwargs):
-        if _fp4patch_{fn}_is_compiling():  # the bound check: one global lookup per eager call
+        if torch.compiler.is_compiling():
             return inner(*args, **kwargs)
         return fn(*args, **kwargs)
 
