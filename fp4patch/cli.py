@@ -471,7 +471,9 @@ def revert(
             raise UsageError(f"spec {min(spec)!r} is not applied here (applied: none); `fp4patch status` shows the state of each spec")
         restored = engine.revert(spec, force=force)
         manifest = engine.store.load()
-        remaining = manifest.specs if manifest else []
+        # specs whose changes are still in a file (a recorded not-needed spec changed nothing)
+        patched = {s for record in manifest.files.values() for s in record.specs} if manifest else set()
+        remaining = [s for s in manifest.specs if s in patched] if manifest else []
         if as_json:
             print(json.dumps({**_header(engine), "restored": restored, "still_applied": remaining}, indent=2))
         elif not restored and not engine.dropped:
