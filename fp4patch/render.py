@@ -185,15 +185,23 @@ def scan_summary(results: list[dict[str, Any]]) -> str:
 
 
 def failure_hint(
-    reports: list[dict[str, Any]], ok_states: Iterable[str], cases: list[dict[str, Any]] | None, functions: list[dict[str, Any]] | None = None
+    reports: list[dict[str, Any]],
+    ok_states: Iterable[str],
+    cases: list[dict[str, Any]] | None,
+    functions: list[dict[str, Any]] | None = None,
+    interrupted: str | None = None,
 ) -> str:
-    """One line: what failed and what to do next."""
+    """One line: what failed and what to do next. ``interrupted`` is the engine's note when
+    verify fails for a reason outside the spec states (an interrupted apply, stale bytecode:
+    :meth:`fp4patch.engine.Engine.interrupted`); it leads the line, so stdout carries the reason
+    even when every spec state is fine."""
     ok_states = set(ok_states)
     by_state: dict[str, list[str]] = {}
     for r in reports:
         if r["state"] not in ok_states:
             by_state.setdefault(r["state"], []).append(r["id"])
-    parts = [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
+    parts = [interrupted] if interrupted else []
+    parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
     if "applicable" in by_state:
         parts.append("run `fp4patch apply`")
     if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
@@ -328,7 +336,7 @@ def verify_output(
             lines += ["patched functions under fullgraph:", *scan_lines(functions)]
         if opcheck is not None:
             lines += opcheck_lines(opcheck)
-        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions)}")
+        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions, interrupted)}")
         print("\n".join(lines), flush=True)
 
 

@@ -174,6 +174,10 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
         assert verify.returncode == 1, (extra, verify.stdout, verify.stderr)
         assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
         assert "run `fp4patch apply` (rewrites it) or delete it" in verify.stderr
+        if not extra:  # the log's last line gives the reason too, not "see above" about another stream
+            last = verify.stdout.splitlines()[-1]
+            assert last.startswith("verify: failed — ") and f"{pyc}: unchecked-hash bytecode" in last, verify.stdout
+            assert "see above" not in verify.stdout
     assert json.loads(run_cli("verify", *BOTH, "--python", str(python), "--json", env=env).stdout)["ok"] is False
 
     done = run_cli("apply", *BOTH, "--python", str(python), env=env)
