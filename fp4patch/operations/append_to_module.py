@@ -77,6 +77,9 @@ class _AppendTransformer(cst.CSTTransformer):
         super().__init__()
         self.op = op
 
+    def visit_Module(self, node: cst.Module) -> bool:
+        return False  # the edit is to the module's own statement list: no need to walk the rest
+
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.op._find(updated_node) >= 0:
             return updated_node
