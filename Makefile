@@ -21,6 +21,7 @@ help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
+	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
 	@echo "make lint   - ruff + compile check"
 	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
@@ -42,7 +43,7 @@ TEST_JOBS ?= auto
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive" tests
 
 # Every release between 0.6.0 and 0.7.4 where an op's code differs: the per-era fake checks (tens of minutes).
 test-eras: $(VENV)/.installed

@@ -146,12 +146,32 @@ def _per_call_host_cost(call, fn, iters, repeats=1):
     return statistics.median(times)
 
 
-def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300) -> dict:
-    """Per function: eager per-call host cost, unpatched vs patched, in ONE process, interleaved.
+def _load_beside(unpatched, site: str, relative: str, tag: str):
+    """``site``'s copy of ``relative`` loaded as ``<package>._fp4patch_<tag>_<stem>`` beside the
+    imported module ``unpatched`` (same package, so its relative imports resolve)."""
+    stem = os.path.splitext(os.path.basename(relative))[0]
+    label = f"{unpatched.__package__}._fp4patch_{tag}_{stem}"
+    module = sys.modules.get(label)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(label, os.path.join(site, relative))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[label] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_site: str | None = None) -> dict:
+    """Per function: eager per-call host cost (us), unpatched vs patched, in ONE process, interleaved.
 
     The unpatched flashinfer is imported normally; each patched module file from ``patched_site`` is
-    loaded beside its unpatched module as ``<package>._fp4patch_ab_<stem>`` (same package, so its
-    relative imports resolve). Both run the same kernel; only the Python wrapper differs.
+    loaded beside its unpatched module (:func:`_load_beside`). All arms run the same kernel; only the
+    Python wrapper differs. With ``control_site`` (a pristine copy of the same release), its module
+    is loaded the same way as a third arm, ``control``: an A/A comparison of two unpatched wrappers,
+    one imported and one loaded beside it. The overhead is read against it (``overhead_pct``:
+    median paired patched - control difference over the unpatched median), so what loading a second
+    copy of a module costs by itself (code placement, a second JIT-module handle) is not charged to
+    the patch; ``overhead_vs_imported_pct`` keeps the plain patched - unpatched figure. Arms rotate
+    their order every round.
     """
     import inspect
 
@@ -165,37 +185,49 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300) -> dict:
     for name in FUNCTIONS:
         unpatched = sys.modules[inspect.unwrap(getattr(flashinfer, name)).__module__]
         relative = os.path.relpath(unpatched.__file__, root)
-        stem = os.path.splitext(os.path.basename(relative))[0]
-        label = f"{unpatched.__package__}._fp4patch_ab_{stem}"
-        patched = sys.modules.get(label)
-        if patched is None:
-            spec = importlib.util.spec_from_file_location(label, os.path.join(patched_site, relative))
-            patched = importlib.util.module_from_spec(spec)
-            sys.modules[label] = patched
-            spec.loader.exec_module(patched)
+        patched = _load_beside(unpatched, patched_site, relative, "ab")
         if getattr(patched, f"_fp4patch_{name}_entry", None) is None:
             out[name] = {"error": "not patched in " + relative}
             continue
         fns = {"unpatched": getattr(unpatched, name), "patched": getattr(patched, name)}
+        if control_site:
+            fns["control"] = getattr(_load_beside(unpatched, control_site, relative, "aa"), name)
         call = table[name]
         for fn in fns.values():
             for _ in range(200):
                 call(fn)
         torch.cuda.synchronize()
         times = {k: [] for k in fns}
+        arms = list(fns)
         for r in range(rounds):
-            for k in (("unpatched", "patched") if r % 2 == 0 else ("patched", "unpatched")):
+            for k in arms[r % len(arms) :] + arms[: r % len(arms)]:
                 times[k].append(_per_call_host_cost(call, fns[k], iters))
-        diffs = sorted(p - u for p, u in zip(times["patched"], times["unpatched"]))
+
+        def paired(a: str, b: str, times: dict = times) -> tuple[float, list[float]]:
+            diffs = sorted(x - y for x, y in zip(times[a], times[b]))
+            return statistics.median(diffs), [diffs[len(diffs) // 4], diffs[3 * len(diffs) // 4]]
+
+        base = statistics.median(times["unpatched"])
+        diff, iqr = paired("patched", "unpatched")
         out[name] = {
             "rounds": rounds,
             "iters": iters,
-            "unpatched_us": statistics.median(times["unpatched"]),
-            "patched_us": statistics.median(times["patched"]),
-            "median_paired_diff_us": statistics.median(diffs),
-            "paired_diff_iqr_us": [diffs[len(diffs) // 4], diffs[3 * len(diffs) // 4]],
-            "overhead_pct": 100.0 * statistics.median(diffs) / statistics.median(times["unpatched"]),
+            **{f"{k}_us": statistics.median(v) for k, v in times.items()},
+            "median_paired_diff_us": diff,
+            "paired_diff_iqr_us": iqr,
+            "overhead_vs_imported_pct": 100.0 * diff / base,
+            "overhead_pct": 100.0 * diff / base,
         }
+        if "control" in times:
+            diff_c, iqr_c = paired("patched", "control")
+            aa, aa_iqr = paired("control", "unpatched")
+            out[name].update(
+                median_paired_diff_vs_control_us=diff_c,
+                paired_diff_vs_control_iqr_us=iqr_c,
+                aa_control_minus_imported_us=aa,
+                aa_iqr_us=aa_iqr,
+                overhead_pct=100.0 * diff_c / base,
+            )
     return out
 
 
@@ -336,7 +368,7 @@ def orchestrate(args) -> int:
 
     for name in ("unpatched", "patched"):
         results[name] = child(["phase", name], sites[name])
-    results["percall_ab"] = child(["percall-ab", args.patched, "--rounds", str(args.rounds)], args.unpatched)
+    results["percall_ab"] = child(["percall-ab", args.patched, "--rounds", str(args.rounds), "--control", args.unpatched], args.unpatched)
     p = results.get("patched", {})
     summary: dict = {"errors": p.get("errors"), "fullgraph_record": p.get("fullgraph_record"), "opcheck": (p.get("opcheck") or {}).get("by_function")}
     try:
@@ -373,9 +405,11 @@ def main() -> int:
     ab = sub.add_parser("percall-ab")
     ab.add_argument("patched_site")
     ab.add_argument("--rounds", type=int, default=61)
+    ab.add_argument("--iters", type=int, default=300, help="calls per timed loop")
+    ab.add_argument("--control", help="a pristine site-packages of the same release: the A/A arm")
     args = parser.parse_args()
     if args.command == "percall-ab":
-        print(json.dumps(percall_ab(args.patched_site, args.rounds), default=str))
+        print(json.dumps(percall_ab(args.patched_site, args.rounds, args.iters, args.control), default=str))
         return 0
     if args.command == "orchestrate":
         return orchestrate(args)

@@ -64,11 +64,14 @@ def release_site(
     only the Python sources and the .dist-info (enough for the static commands, and much faster
     for the large 0.7.x wheels: 0.7.4 unpacks to ~700 MB in all).
 
-    ``bytecode``: a hard-linked copy of the full unpack in which ``import flashinfer`` has written
-    its ``__pycache__`` (as after ``pip install``), so that each fresh interpreter importing a
-    copy of it does not compile FlashInfer again (about 4 CPU-seconds for 0.7.4). Needs torch;
-    without it the copy has no bytecode.
+    ``bytecode``: a hard-linked copy of the sources-only unpack in which ``import flashinfer`` has
+    written its ``__pycache__`` (as after ``pip install``), so that each fresh interpreter
+    importing a copy of it does not compile FlashInfer again (about 4 CPU-seconds for 0.7.4).
+    Sources only: importing FlashInfer reads no kernel file (they are JIT inputs), and 0.7.4's
+    full tree is 15,000 files to link per test instead of 3,600. Needs torch; without it the
+    copy has no bytecode.
     """
+    sources_only = sources_only or bytecode
     key = (version, sources_only, bytecode)
     if key not in _unpacked:
         root = run_root(tmp_path_factory) / "pristine"
@@ -76,7 +79,7 @@ def release_site(
         name = f"{version}{'-src' if sources_only else ''}{'-pyc' if bytecode else ''}"
         where = root / name / "site-packages"
         complete = root / name / ".complete"
-        source = release_site(version, tmp_path_factory) if bytecode else None
+        source = release_site(version, tmp_path_factory, sources_only=True) if bytecode else None
         with FileLock(str(root / f"{name}.lock")):
             if not complete.exists():
                 shutil.rmtree(where, ignore_errors=True)
@@ -90,6 +93,28 @@ def release_site(
                 complete.touch()
         _unpacked[key] = where
     return _unpacked[key]
+
+
+def applied_site(version: str, tmp_path_factory: pytest.TempPathFactory, *specs: str) -> Path:
+    """A site-packages of ``version`` (the bytecode unpack of :func:`release_site`, hard-linked)
+    on which ``fp4patch apply`` ran with ``--spec`` for each of ``specs`` (the default specs when
+    none): made once per test run under a file lock and shared by every test and xdist worker
+    that asks for the same version and specs. Read it, never change it: tests that patch, revert
+    or edit files take :func:`linked_site` instead. (Child interpreters may import from it: Python
+    writes bytecode by rename, which leaves the shared links alone.)
+    """
+    name = f"{version}-{'+'.join(specs) or 'default'}"
+    root = run_root(tmp_path_factory) / "applied"
+    root.mkdir(exist_ok=True)
+    where, complete = root / name / "site-packages", root / name / ".complete"
+    source = release_site(version, tmp_path_factory, bytecode=True)
+    with FileLock(str(root / f"{name}.lock")):
+        if not complete.exists():
+            shutil.rmtree(where, ignore_errors=True)
+            shutil.copytree(source, where, symlinks=True, copy_function=os.link)
+            run_cli("apply", "--site-packages", str(where), *(a for s in specs for a in ("--spec", s)), check=True)
+            complete.touch()
+    return where
 
 
 def _copy_or_link(source: str, target: str) -> None:
@@ -119,9 +144,11 @@ def site_factory(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture
 def linked_site(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Call with a version: a private site-packages of hard links to the pristine unpacked wheel.
+    """Call with a version: a private site-packages of hard links to the pristine unpacked wheel's
+    Python sources and .dist-info (no kernel sources or binaries: importing FlashInfer and the
+    trace probes read none).
 
-    The 0.7.4 wheel unpacks to about 700 MB, too much to copy for every test. fp4patch replaces a
+    The 0.7.4 wheel's sources are 3,600 files, too many to copy for every test. fp4patch replaces a
     file by a new inode (``files.atomic_write``), so patching a linked copy leaves the pristine one
     intact; Python and fp4patch write bytecode by rename too. A test that edits a file by hand must
     replace it (unlink, then write). The copy carries the bytecode of ``import flashinfer`` (see

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .test_trace_fullgraph import _child, apply, linked_site  # noqa: F401 - linked_site is a fixture
+from .conftest import applied_site, release_site
+from .test_trace_fullgraph import _child
 
 pytestmark = [
     pytest.mark.torch,
@@ -76,12 +77,11 @@ def _compile(site: Path) -> dict:
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
-def test_decoder_layer_is_one_graph_after_apply(linked_site, version: str) -> None:  # noqa: F811
-    unpatched = _compile(linked_site(version, "unpatched"))
+def test_decoder_layer_is_one_graph_after_apply(tmp_path_factory, version: str) -> None:
+    unpatched = _compile(release_site(version, tmp_path_factory, bytecode=True))
     assert unpatched["error"] and unpatched["error"].startswith("Unsupported"), unpatched
 
-    site = linked_site(version, "patched")
-    apply(site)
+    site = applied_site(version, tmp_path_factory)
     patched = _compile(site)
     assert patched["error"] is None, patched
     assert patched["graphs"] == 1 and patched["shape"] == [8, 1024], patched

@@ -27,7 +27,8 @@ import pytest
 
 from .conftest import REPO, release_params, release_site
 from .test_op_fp4_quantize import TARGETS, _entry_and_op
-from .test_trace_fullgraph import MARK, OP, _child, apply, linked_site  # noqa: F401 (linked_site: a fixture)
+from .conftest import applied_site
+from .test_trace_fullgraph import MARK, OP, _child
 
 pytestmark = [
     pytest.mark.torch,
@@ -259,9 +260,8 @@ print({MARK!r} + json.dumps(dict(version=flashinfer.__version__, results=results
 
 
 @pytest.mark.parametrize("version", ["0.6.8", "0.7.4"])
-def test_applied_cute_dsl_call_compiles_as_one_graph(linked_site, version: str) -> None:  # noqa: F811 (linked_site)
-    site = linked_site(version)
-    apply(site)
+def test_applied_cute_dsl_call_compiles_as_one_graph(tmp_path_factory, version: str) -> None:
+    site = applied_site(version, tmp_path_factory)
     cases = [
         {"m": 129, "k": 7168, "column_major": False, "dynamic": False, "kwargs": {}},
         {"m": 129, "k": 7168, "column_major": False, "dynamic": True, "kwargs": {"is_sf_8x4_layout": True}},

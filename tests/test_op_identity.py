@@ -17,8 +17,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ import pytest
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR, release_site, run_cli
+from .python_forkserver import run_python
 
 pytestmark = [
     pytest.mark.torch,
@@ -98,10 +97,8 @@ def _compile(site: Path, version: str, cache: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "TORCHINDUCTOR_", "TORCH_COMPILE"))}
     env.update(PYTHONPATH=str(site), TORCHINDUCTOR_CACHE_DIR=str(cache))
     module = FP4_FILE[version][: -len(".py")].replace("/", ".")
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, module, json.dumps(_kernel_params(site, version))],
-        capture_output=True, text=True, env=env, cwd=site, timeout=900, check=False,
-    )
+    # TORCHINDUCTOR_CACHE_DIR differs from this process's: run_python starts a new interpreter
+    done = run_python(["-c", CHILD, module, json.dumps(_kernel_params(site, version))], env=env, cwd=site, timeout=900)
     lines = [line[len(MARK):] for line in done.stdout.splitlines() if line.startswith(MARK)]
     assert done.returncode == 0 and lines, f"compile on {version} failed (exit {done.returncode})\n{done.stderr[-4000:]}"
     return json.loads(lines[-1])
@@ -113,7 +110,7 @@ def _install(site: Path, version: str, tmp_path_factory: pytest.TempPathFactory)
     for child in site.iterdir():
         if child.name == "flashinfer" or child.name.startswith("flashinfer_python-"):
             shutil.rmtree(child)
-    pristine = release_site(version, tmp_path_factory)
+    pristine = release_site(version, tmp_path_factory, sources_only=True)
     for child in pristine.iterdir():
         if child.name == "flashinfer" or child.name.startswith("flashinfer_python-"):
             shutil.copytree(child, site / child.name, copy_function=os.link)

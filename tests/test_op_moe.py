@@ -23,11 +23,8 @@ The small op-source loader and case builders live in the child module (the share
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +33,7 @@ from packaging.version import Version
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR, release_params, release_site, run_cli
+from .python_forkserver import child_json
 
 pytestmark = [
     pytest.mark.torch,
@@ -119,14 +117,7 @@ def run_child(site: Path, version: str) -> dict:
             "symbolic_cases": symbolic_cases(fn, version),
         }
     params = {"version": version, "functions": functions}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
-    env["PYTHONPATH"] = str(site)
-    done = subprocess.run(
-        [sys.executable, str(CHILD), json.dumps(params)], capture_output=True, text=True, env=env, cwd=site, timeout=900, check=False
-    )
-    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
-    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return json.loads(lines[-1])
+    return child_json(site, CHILD, params, mark=MARK)
 
 
 _results: dict[str, dict] = {}
@@ -248,14 +239,7 @@ def run_trace_child(site: Path, version: str, patched: bool) -> dict:
         if patched:
             functions[fn]["op_name"] = rendered(fn, version).op_name
     params = {"version": version, "mode": "trace", "stub_kernel": patched, "functions": functions}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
-    env["PYTHONPATH"] = str(site)
-    done = subprocess.run(
-        [sys.executable, str(CHILD), json.dumps(params)], capture_output=True, text=True, env=env, cwd=site, timeout=900, check=False
-    )
-    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
-    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return json.loads(lines[-1])
+    return child_json(site, CHILD, params, mark=MARK)
 
 
 _traces: dict[tuple[str, bool], dict] = {}

@@ -24,13 +24,12 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import REPO, release_params, release_site
+from .python_forkserver import child_json, run_python
 
 pytestmark = [
     pytest.mark.torch,
@@ -220,14 +219,7 @@ print(__MARK__ + json.dumps(results))
 
 
 def _child(site: Path, script: str, params: dict) -> list | dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
-    env["PYTHONPATH"] = str(site)
-    done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(params)], check=False, capture_output=True, text=True, env=env, cwd=site, timeout=600
-    )
-    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
-    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return json.loads(lines[-1])
+    return child_json(site, script, params, mark=MARK, timeout=600)
 
 
 def present(version: str) -> list[str]:
@@ -337,13 +329,8 @@ SYMBOLIC_CASES = {
 def test_fakes_take_backed_and_unbacked_sizes_without_guards() -> None:
     """Each fake under a ShapeEnv with M, K backed (hint 129, 256) and unbacked (``torch._check`` bounds only)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "TORCH_LOGS"))}
-    done = subprocess.run(
-        [sys.executable, "-c", SYMBOLIC_CHILD, json.dumps({"tests_dir": str(TESTS_DIR), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+    done = run_python(
+        ["-c", SYMBOLIC_CHILD, json.dumps({"tests_dir": str(TESTS_DIR), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})], env=env, timeout=600
     )
     lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
     assert done.returncode == 0 and lines, done.stderr[-4000:]

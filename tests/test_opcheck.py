@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,8 @@ import pytest
 from fp4patch.opcheck_probe import CASES
 from fp4patch.render import opcheck_lines
 
-from .conftest import run_cli
-from .test_trace_fullgraph import linked_site  # noqa: F401 - fixture
+from .conftest import applied_site, release_site, run_cli
+from .python_forkserver import run_python
 
 pytestmark = [
     pytest.mark.torch,
@@ -29,19 +27,17 @@ pytestmark = [
 PROBE = Path(__file__).resolve().parent.parent / "fp4patch" / "opcheck_probe.py"
 
 
-def test_opcheck_without_a_gpu_says_so_in_one_line(linked_site) -> None:  # noqa: F811
-    site = linked_site("0.6.0")
-    run_cli("apply", "--site-packages", str(site), check=True)
+def test_opcheck_without_a_gpu_says_so_in_one_line(tmp_path_factory) -> None:
+    site = applied_site("0.6.0", tmp_path_factory)
     done = run_cli("verify", "--opcheck", "--site-packages", str(site))
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA device" in lines[0] and "--opcheck needs a CUDA GPU" in lines[0], done.stderr
 
 
-def test_probe_finds_the_fingerprinted_op_of_each_patched_function(linked_site) -> None:  # noqa: F811
-    site = linked_site("0.6.0")
-    unpatched = linked_site("0.6.0", "unpatched")
-    run_cli("apply", "--site-packages", str(site), check=True)
+def test_probe_finds_the_fingerprinted_op_of_each_patched_function(tmp_path_factory) -> None:
+    site = applied_site("0.6.0", tmp_path_factory)
+    unpatched = release_site("0.6.0", tmp_path_factory, bytecode=True)
     script = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import opcheck_probe as p;"
         "print(json.dumps({f: (str(op._schema.name) if op is not None else None) for f in p.CASES for op in [p.patched_op(f)]}))"
@@ -49,7 +45,7 @@ def test_probe_finds_the_fingerprinted_op_of_each_patched_function(linked_site) 
     found = {}
     for name, where in (("patched", site), ("unpatched", unpatched)):
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}, "PYTHONPATH": str(where)}
-        done = subprocess.run([sys.executable, "-c", script, str(PROBE.parent)], capture_output=True, text=True, env=env, check=False, cwd=where)
+        done = run_python(["-c", script, str(PROBE.parent)], env=env, cwd=where)
         assert done.returncode == 0, done.stderr[-3000:]
         found[name] = json.loads(done.stdout.strip().splitlines()[-1])
     assert all(op is None for op in found["unpatched"].values()), found

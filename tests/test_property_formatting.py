@@ -88,7 +88,7 @@ def _sources(tmp_path_factory: pytest.TempPathFactory, reduce: bool) -> dict[tup
     specs = _specs()
     found: dict[tuple[str, str], Source] = {}
     for version in VERSIONS:
-        site = release_site(version, tmp_path_factory)
+        site = release_site(version, tmp_path_factory, sources_only=True)
         for spec in specs:
             for target in spec.targets_for(version):
                 for op in target.operations:

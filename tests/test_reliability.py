@@ -248,9 +248,11 @@ def test_crash_recovery_default(site_060: Path, patched_060) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_crash_recovery_every_step(site_060: Path, patched_060) -> None:
     """104 trials: every apply point (16) and revert point (10), each recovered by apply and by
-    revert, without and with existing bytecode."""
+    revert, without and with existing bytecode (``make test-all``; ``make test`` runs the spread
+    of :func:`test_crash_recovery_default`)."""
     trials = crash_trials(site_060, patched_060, 52, with_bytecode=False)
     trials += crash_trials(site_060, patched_060, 52, with_bytecode=True, start=13)
     assert len(trials) >= 100

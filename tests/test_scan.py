@@ -30,7 +30,7 @@ from fp4patch.render import failure_hint, scan_lines
 from fp4patch.states import SATISFIED
 from fp4patch.trace import entries_for_specs, scan_entries
 
-from .conftest import REPO, SPECS_DIR, run_cli
+from .conftest import REPO, SPECS_DIR, applied_site, run_cli
 from .test_trace_fullgraph import linked_site  # noqa: F401
 
 pytestmark = [
@@ -101,9 +101,8 @@ def test_unpatched_every_function_fails_with_its_wall(linked_site, version: str)
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
-def test_after_apply_the_patched_functions_compile(linked_site, version: str) -> None:  # noqa: F811
-    site = linked_site(version)
-    run_cli("apply", "--site-packages", str(site), check=True)
+def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: str) -> None:
+    site = applied_site(version, tmp_path_factory)
     status = json.loads(run_cli("status", "--site-packages", str(site), "--json", check=True).stdout)
     applied = {s["id"] for s in status["specs"] if s["state"] == "applied"}
     covered = set(entries_for_specs(applied))
@@ -215,12 +214,11 @@ def test_rendering_of_each_status() -> None:
         assert needle in text
 
 
-def test_flashinfer_api_logging_on_stdout_does_not_break_the_probes(linked_site) -> None:  # noqa: F811
+def test_flashinfer_api_logging_on_stdout_does_not_break_the_probes(tmp_path_factory) -> None:
     """FLASHINFER_LOGLEVEL=3 (FlashInfer's @flashinfer_api logging, FLASHINFER_LOGDEST default stdout)
     prints a banner on stdout at import: ``scan`` and ``verify --trace`` still read their probe's JSON,
     and the patched fp4_quantize compiles with the logging wrapper on."""
-    site = linked_site("0.6.0")
-    run_cli("apply", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), check=True)
+    site = applied_site("0.6.0", tmp_path_factory, "fp4-quantize-fullgraph")
     env = {"FLASHINFER_LOGLEVEL": "3"}
     done = run_cli("scan", "--site-packages", str(site), "--json", "--function", "fp4_quantize", env=env)
     assert done.returncode == 0, done.stderr
@@ -236,9 +234,8 @@ def test_flashinfer_api_logging_on_stdout_does_not_break_the_probes(linked_site)
 
 @pytest.mark.xfail(strict=True, reason="nvfp4_quantize/mxfp4_quantize keep their own @flashinfer_api logging wrapper, "
                    "which Dynamo cannot trace (datetime.now at flashinfer/api_logging.py); only fp4_quantize is bypassed")
-def test_nvfp4_and_mxfp4_quantize_compile_with_api_logging_on(linked_site) -> None:  # noqa: F811
-    site = linked_site("0.6.0")
-    run_cli("apply", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), check=True)
+def test_nvfp4_and_mxfp4_quantize_compile_with_api_logging_on(tmp_path_factory) -> None:
+    site = applied_site("0.6.0", tmp_path_factory, "fp4-quantize-fullgraph")
     done = run_cli("scan", "--site-packages", str(site), "--json", "--function", "nvfp4_quantize", "--function", "mxfp4_quantize",
                    env={"FLASHINFER_LOGLEVEL": "3"})
     assert done.returncode == 0, done.stderr

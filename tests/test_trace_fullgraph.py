@@ -27,10 +27,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,8 +36,10 @@ from fp4patch.spec import load_specs
 from fp4patch.trace import entries_for_specs
 from fp4patch.trace_probe import build_cases
 
+from .python_forkserver import child_json
+
 from . import conftest
-from .conftest import SPECS_DIR, run_cli
+from .conftest import SPECS_DIR, applied_site, release_site, run_cli
 
 pytestmark = [
     pytest.mark.torch,
@@ -101,15 +100,9 @@ def verify_trace(site: Path, *extra: str) -> tuple[int, dict]:
 
 
 def _child(site: Path, script: str, params: dict) -> dict:
-    """Run ``script`` in a fresh interpreter that imports FlashInfer from ``site``; its JSON result."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_", "TORCH_LOGS"))}
-    env["PYTHONPATH"] = str(site)
-    done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(params)], check=False, capture_output=True, text=True, env=env, cwd=site, timeout=600
-    )
-    lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
-    assert done.returncode == 0 and lines, f"child exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return json.loads(lines[-1])
+    """Run ``script`` in a fresh interpreter that imports FlashInfer from ``site``; its JSON result
+    (forked from an interpreter that imported torch: :mod:`tests.python_forkserver`)."""
+    return child_json(site, script, params, mark=MARK, timeout=600)
 
 
 def _fullgraph_target_ops(version: str):
@@ -172,9 +165,8 @@ def test_compiler_disable_fails_on_disabled_function(linked_site, version: str) 
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_default_specs_pass_every_trace_case(linked_site, version: str) -> None:
-    site = linked_site(version)
-    apply(site)
+def test_default_specs_pass_every_trace_case(tmp_path_factory, version: str) -> None:
+    site = applied_site(version, tmp_path_factory)
     code, payload = verify_trace(site)
     # flashinfer-fp4-quantize-op-keywords: 0.6.0 has no flashinfer::fp4_quantize, 0.7.4 forwards by keyword
     keywords = {"0.6.0": "not-needed", "0.7.4": "obsolete"}[version]
@@ -266,14 +258,12 @@ print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, e
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(linked_site, version: str) -> None:
-    unpatched = _child(linked_site(version, "unpatched"), CUDA_CHILD, {})
+def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_factory, version: str) -> None:
+    unpatched = _child(release_site(version, tmp_path_factory, bytecode=True), CUDA_CHILD, {})
     # the same set-up reaches subprocess while tracing without the spec, so this test can fail
     assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
 
-    site = linked_site(version, "patched")
-    apply(site, CUDA)
-    patched = _child(site, CUDA_CHILD, {})
+    patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
     assert patched["calls"] == [], patched
     assert patched["error"] is None, patched
     assert patched["graphs"] == 1 and patched["breaks"] == 0, patched
@@ -385,9 +375,8 @@ def _one_hot_calls(names: list[str]) -> list[dict]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_op_body_forwards_every_argument_by_name(linked_site, version: str) -> None:
-    site = linked_site(version)
-    apply(site)
+def test_op_body_forwards_every_argument_by_name(tmp_path_factory, version: str) -> None:
+    site = applied_site(version, tmp_path_factory)
     source = (site / FP4_FILE[version]).read_text(encoding="utf-8")
     signature = _function(ast.parse(source), "fp4_quantize").args
     params = [a.arg for a in signature.args + signature.kwonlyargs]
@@ -471,10 +460,9 @@ print("MARK" + json.dumps(dict(patched=patched, eager=eager, forced=forced)))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_eager_call_does_not_go_through_the_op(linked_site, version: str) -> None:
-    pristine = linked_site(version, "unpatched")
-    site = linked_site(version, "patched")
-    apply(site)
+def test_eager_call_does_not_go_through_the_op(tmp_path_factory, version: str) -> None:
+    pristine = release_site(version, tmp_path_factory, bytecode=True)
+    site = applied_site(version, tmp_path_factory)
     params = {"module": module_name(version), "kernel_params": _kernel_params((pristine / FP4_FILE[version]).read_text(encoding="utf-8"))}
     before = _child(pristine, EAGER_CHILD, params)
     after = _child(site, EAGER_CHILD, params)

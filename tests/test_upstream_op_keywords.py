@@ -24,8 +24,8 @@ from fp4patch.engine import Engine
 from fp4patch.environment import find_distribution, from_site_packages
 from fp4patch.spec import load_specs
 
-from .conftest import SPECS_DIR, release_site
-from .test_trace_fullgraph import COMMON, FULLGRAPH, MARK, _child, _kernel_params, apply, linked_site  # noqa: F401
+from .conftest import SPECS_DIR, applied_site, release_site
+from .test_trace_fullgraph import COMMON, FULLGRAPH, MARK, _child, _kernel_params
 
 SPEC = "flashinfer-fp4-quantize-op-keywords"
 FILE = "flashinfer/quantization/fp4_quantization.py"
@@ -49,16 +49,15 @@ def _run(site, version):
 @pytest.mark.torch
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)")
 @pytest.mark.parametrize("version", ["0.6.18.post1", "0.7.0.post1"])
-def test_upstream_op_reaches_the_kernel_with_enable_pdl(linked_site, version: str) -> None:  # noqa: F811
-    pristine = _run(linked_site(version, "unpatched"), version)
+def test_upstream_op_reaches_the_kernel_with_enable_pdl(tmp_path_factory, version: str) -> None:
+    pristine = _run(release_site(version, tmp_path_factory, bytecode=True), version)
     # the bug, in the same set-up: enable_pdl=True arrives as is_global_scale_inversed, and the kernel
     # gets the auto-detected PDL setting (the stub's "<auto-pdl>") instead of the caller's True
     assert pristine["through_op"]["is_global_scale_inversed"] is True, pristine
     assert pristine["through_op"]["enable_pdl"] == "<auto-pdl>", pristine
     assert pristine["direct"]["enable_pdl"] is True and pristine["direct"]["is_global_scale_inversed"] is False, pristine
 
-    site = linked_site(version, "patched")
-    apply(site)  # the default specs: this one and fp4-quantize-fullgraph patch the same file
+    site = applied_site(version, tmp_path_factory)  # the default specs: this one and fp4-quantize-fullgraph patch the same file
     patched = _run(site, version)
     assert patched["calls"] == 2
     assert patched["through_op"]["is_global_scale_inversed"] is False, patched
