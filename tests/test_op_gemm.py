@@ -69,7 +69,7 @@ PARAMS = {
 }
 
 PRELUDE = r"""
-import collections, inspect, json, sys, types
+import collections, inspect, json, pathlib, sys, types
 import torch
 
 P = json.loads(sys.argv[1])
@@ -106,7 +106,9 @@ OP_SOURCE = r"""
 module = types.ModuleType("fp4patch_op_source_" + FN)  # a real module: Dynamo looks up its globals by name
 sys.modules[module.__name__] = module
 ns = module.__dict__
-exec(compile(open(P["op_source"]).read(), P["op_source"], "exec"), ns)
+from fp4patch.custom_op import plain_source, read_helpers  # OP_PARAMS expanded, shared helpers inlined
+text = open(P["op_source"]).read()
+exec(compile(plain_source(text, read_helpers(text, pathlib.Path(P["op_source"]).parent)), P["op_source"], "exec"), ns)
 ns["RELEASE"].update(P["release"])
 source_params = inspect.signature(ns["op"]).parameters
 absent = {n: p.default for n, p in source_params.items() if n not in real_params}

@@ -38,7 +38,7 @@ RELEASE = {"inline_checks": False}
 MUTATES_ARGS = ("out",)
 
 
-def entry(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invariant=False):
+def entry(**OP_PARAMS):
     """Called while compiling with every parameter of the installed ``bmm_fp8`` by keyword.
 
     Allocates ``out`` as the wrapper would when it is None, calls the op (which writes into it)
@@ -47,14 +47,7 @@ def entry(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invar
     if out is None:
         out = torch.empty((A.shape[0], A.shape[1], B.shape[2]), device=A.device, dtype=dtype)
     OP(
-        A=A,
-        B=B,
-        A_scale=A_scale,
-        B_scale=B_scale,
-        dtype=dtype,
-        out=out,
-        backend=backend,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     return out
 
@@ -73,20 +66,13 @@ def op(
     if out is None:
         raise ValueError("fp4patch: the bmm_fp8 custom op needs out= (the compiled call allocates it); call flashinfer.bmm_fp8")
     result = WRAPPER(
-        A=A,
-        B=B,
-        A_scale=A_scale,
-        B_scale=B_scale,
-        dtype=dtype,
-        out=out,
-        backend=backend,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     if result is not None and result is not out:
         out.copy_(result)
 
 
-def fake(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invariant=False):
+def fake(**OP_PARAMS):
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
     if out is None:
         raise ValueError("fp4patch: the bmm_fp8 custom op needs out= (the compiled call allocates it); call flashinfer.bmm_fp8")

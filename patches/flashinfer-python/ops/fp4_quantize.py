@@ -187,19 +187,7 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
     return x_q, sf
 
 
-def entry(
-    input,
-    global_scale=None,
-    sf_vec_size=16,
-    sf_use_ue8m0=False,
-    is_sf_swizzled_layout=True,
-    is_sf_8x4_layout=False,
-    is_global_scale_inversed=False,
-    enable_pdl=None,
-    backend="cuda",
-    nvfp4_4over6=-1,
-    batch_invariant=False,
-):
+def entry(**OP_PARAMS):
     # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
     if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release
         pass
@@ -214,17 +202,7 @@ def entry(
             "omit nvfp4_4over6 or pass None, or call fp4_quantize outside the compiled region"
         )
     return OP(
-        input=input,
-        global_scale=global_scale,
-        sf_vec_size=sf_vec_size,
-        sf_use_ue8m0=sf_use_ue8m0,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        is_sf_8x4_layout=is_sf_8x4_layout,
-        is_global_scale_inversed=is_global_scale_inversed,
-        enable_pdl=enable_pdl,
-        backend=backend,
-        nvfp4_4over6=nvfp4_4over6,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
 
 
@@ -245,35 +223,14 @@ def op(
     if nvfp4_4over6 not in (-1, 0):
         raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
     x_q, sf = WRAPPER(
-        input=input,
-        global_scale=global_scale,
-        sf_vec_size=sf_vec_size,
-        sf_use_ue8m0=sf_use_ue8m0,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        is_sf_8x4_layout=is_sf_8x4_layout,
-        is_global_scale_inversed=is_global_scale_inversed,
-        enable_pdl=enable_pdl,
-        backend=backend,
+        **OP_PARAMS,
         nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
-        batch_invariant=batch_invariant,
     )
     # custom_op outputs may not alias: the wrapper's transposed views are fresh tensors' views
     return x_q, sf
 
 
-def fake(
-    input,
-    global_scale=None,
-    sf_vec_size=16,
-    sf_use_ue8m0=False,
-    is_sf_swizzled_layout=True,
-    is_sf_8x4_layout=False,
-    is_global_scale_inversed=False,
-    enable_pdl=None,
-    backend="cuda",
-    nvfp4_4over6=-1,
-    batch_invariant=False,
-):
+def fake(**OP_PARAMS):
     if nvfp4_4over6 not in (-1, 0):
         raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
     if sf_vec_size != 16 and sf_vec_size != 32:

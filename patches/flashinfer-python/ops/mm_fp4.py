@@ -47,21 +47,7 @@ RELEASE = {"per_token_alpha_backends": [], "per_token_alpha_only": "", "cutlass_
 MUTATES_ARGS = ("out",)
 
 
-def entry(
-    a,
-    b,
-    a_descale,
-    b_descale,
-    alpha=None,
-    out_dtype=torch.bfloat16,
-    out=None,
-    block_size=16,
-    use_8x4_sf_layout=False,
-    backend="auto",
-    use_nvfp4=True,
-    enable_pdl=True,
-    batch_invariant=False,
-):
+def entry(**OP_PARAMS):
     """Called while compiling with every parameter of the installed ``mm_fp4`` by keyword.
 
     Allocates ``out`` as the wrapper would when it is None, calls the op (which writes into it)
@@ -70,19 +56,7 @@ def entry(
     if out is None:
         out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=out_dtype)
     OP(
-        a=a,
-        b=b,
-        a_descale=a_descale,
-        b_descale=b_descale,
-        alpha=alpha,
-        out_dtype=out_dtype,
-        out=out,
-        block_size=block_size,
-        use_8x4_sf_layout=use_8x4_sf_layout,
-        backend=backend,
-        use_nvfp4=use_nvfp4,
-        enable_pdl=enable_pdl,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     return out
 
@@ -106,39 +80,13 @@ def op(
     if out is None:
         raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")
     result = WRAPPER(
-        a=a,
-        b=b,
-        a_descale=a_descale,
-        b_descale=b_descale,
-        alpha=alpha,
-        out_dtype=out_dtype,
-        out=out,
-        block_size=block_size,
-        use_8x4_sf_layout=use_8x4_sf_layout,
-        backend=backend,
-        use_nvfp4=use_nvfp4,
-        enable_pdl=enable_pdl,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     if result is not None and result is not out:
         out.copy_(result)
 
 
-def fake(
-    a,
-    b,
-    a_descale,
-    b_descale,
-    alpha=None,
-    out_dtype=torch.bfloat16,
-    out=None,
-    block_size=16,
-    use_8x4_sf_layout=False,
-    backend="auto",
-    use_nvfp4=True,
-    enable_pdl=True,
-    batch_invariant=False,
-):
+def fake(**OP_PARAMS):
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
     if out is None:
         raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")

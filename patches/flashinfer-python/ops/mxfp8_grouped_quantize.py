@@ -36,17 +36,17 @@ def _masked_mxfp8_outputs(a, b, m, k):
     return x_q, sf.permute(3, 4, 1, 5, 2, 0)
 
 
-def entry(a, mask, backend="cutile"):
+def entry(**OP_PARAMS):
     """Called while compiling: every argument crosses the schema as is."""
-    return OP(a=a, mask=mask, backend=backend)  # noqa: F821
+    return OP(**OP_PARAMS)  # noqa: F821
 
 
 def op(a: torch.Tensor, mask: torch.Tensor, backend: str = "cutile") -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly. Outputs are views of buffers the kernel entry allocated (never of an input)."""
-    return WRAPPER(a=a, mask=mask, backend=backend)  # noqa: F821
+    return WRAPPER(**OP_PARAMS)  # noqa: F821
 
 
-def fake(a, mask, backend="cutile"):
+def fake(**OP_PARAMS):
     """float8_e4m3fn ``[M, padded_K, B]`` and uint8 ``[32, 4, padded_M // 128, 4, padded_K // 128, B]`` views."""
     backends = RELEASE["backends"]  # noqa: F821 - bound per release by the renderer
     if backends and backend not in backends:

@@ -23,7 +23,7 @@ RELEASE = {}
 MUTATES_ARGS = ()
 
 
-def entry(a, a_global_sf, sf_vec_size=16, nvfp4_4over6=None):
+def entry(**OP_PARAMS):
     """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused.
 
     Where a release lacks the parameter, the renderer binds it to ``op()``'s default (-1): it is then an int
@@ -41,20 +41,18 @@ def entry(a, a_global_sf, sf_vec_size=16, nvfp4_4over6=None):
             "NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, or call "
             "nvfp4_batched_quantize outside the compiled region"
         )
-    return OP(a=a, a_global_sf=a_global_sf, sf_vec_size=sf_vec_size, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
+    return OP(**OP_PARAMS, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
 
 
 def op(a: torch.Tensor, a_global_sf: torch.Tensor, sf_vec_size: int = 16, nvfp4_4over6: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly: -1 / 0 back to omitted (``_UNSET``) / ``None``."""
     return WRAPPER(  # noqa: F821
-        a=a,
-        a_global_sf=a_global_sf,
-        sf_vec_size=sf_vec_size,
+        **OP_PARAMS,
         nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,  # noqa: F821
     )
 
 
-def fake(a, a_global_sf, sf_vec_size=16, nvfp4_4over6=-1):
+def fake(**OP_PARAMS):
     """uint8 ``[B, M, K // 2]`` and uint8 ``[B, round_up(M, 128) * round_up(K // sf_vec_size, 4)]``, contiguous."""
     b, m, k = a.shape
     torch._check(a.is_contiguous(), lambda: "self must be contiguous")

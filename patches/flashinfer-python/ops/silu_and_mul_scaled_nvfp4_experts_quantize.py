@@ -31,7 +31,7 @@ def _grouped_nvfp4_outputs(a, l, m, k):
     return x_q, sf.permute(3, 4, 1, 5, 2, 0)
 
 
-def entry(a, mask, a_global_sf, nvfp4_4over6=None):
+def entry(**OP_PARAMS):
     """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused.
 
     Where a release lacks the parameter, the renderer binds it to ``op()``'s default (-1): it is then an int
@@ -49,20 +49,18 @@ def entry(a, mask, a_global_sf, nvfp4_4over6=None):
             "torch.compile: an NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
             "or call silu_and_mul_scaled_nvfp4_experts_quantize outside the compiled region"
         )
-    return OP(a=a, mask=mask, a_global_sf=a_global_sf, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
+    return OP(**OP_PARAMS, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
 
 
 def op(a: torch.Tensor, mask: torch.Tensor, a_global_sf: torch.Tensor, nvfp4_4over6: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly: -1 / 0 back to omitted (``_UNSET``) / ``None``. Outputs are views of fresh buffers."""
     return WRAPPER(  # noqa: F821
-        a=a,
-        mask=mask,
-        a_global_sf=a_global_sf,
+        **OP_PARAMS,
         nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,  # noqa: F821
     )
 
 
-def fake(a, mask, a_global_sf, nvfp4_4over6=-1):
+def fake(**OP_PARAMS):
     """Permuted views: uint8 ``[M, K // 2, L]`` and float8_e4m3fn ``[32, 4, padded_M // 128, 4, padded_K // 4, L]``."""
     l, m, k_by_2 = a.shape
     k = k_by_2 // 2
