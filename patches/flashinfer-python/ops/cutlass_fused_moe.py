@@ -25,10 +25,12 @@ Rejected like the wrapper (same class and message): ``min_latency_mode=True``, a
 an ``output`` of the wrong shape or dtype. Checks that depend on the GPU (FP8 block scaling, SM90-only
 paths) or that the kernel makes in C++ are not mirrored; the eager body still makes them at run time.
 """
-import enum
 from typing import List, Optional
 
 import torch
+
+from ._moe_helpers import _as_int
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4). The fake is the same from 0.6.0 to 0.7.4.
 RELEASE = {
@@ -36,11 +38,6 @@ RELEASE = {
     "mutates": ["output", "workspace_buffer"],
 }
 MUTATES_ARGS = tuple(RELEASE["mutates"])
-
-
-def _as_int(value):
-    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum) or an int, as int.
-    return int(value.value if isinstance(value, enum.Enum) else value)
 
 
 def entry(**OP_PARAMS):
@@ -53,25 +50,12 @@ def entry(**OP_PARAMS):
             "fp4patch: cutlass_fused_moe(backend='cake') is not supported under torch.compile "
             "(its outputs are not mirrored by the fp4patch fake); call it outside the compiled region"
         )
-    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
-    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
-        code_4over6 = nvfp4_4over6
-    elif nvfp4_4over6 is None:
-        code_4over6 = 0
-    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
-        code_4over6 = -1
-    else:
-        raise TypeError(
-            "fp4patch: cutlass_fused_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
-            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
-            "or call it outside the compiled region"
-        )
     fresh = list(OP(
         **OP_PARAMS,
         quant_scales=[] if quant_scales is None else list(quant_scales),
         activation_type=_as_int(activation_type),
         profile_ids=None if profile_ids is None else list(profile_ids),
-        nvfp4_4over6=code_4over6,
+        nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "cutlass_fused_moe"),
         tune_max_num_tokens=OMIT,
     ))
     if output is not None:
@@ -125,7 +109,7 @@ def op(
         **OP_PARAMS,
         quant_scales=quant_scales if len(quant_scales) else None,
         activation_type=ActivationType(activation_type),
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
         tune_max_num_tokens=OMIT,
     ))
     if output is not None:

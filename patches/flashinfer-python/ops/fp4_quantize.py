@@ -35,6 +35,8 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+
 RELEASE = {
     # 0.6.8+: swizzled sf reshaped to (-1, round_up(K // sf_vec_size, 4)); before, (-1, K // sf_vec_size)
     "sf_padded_columns": True,
@@ -188,21 +190,9 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
 
 
 def entry(**OP_PARAMS):
-    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
-    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release
-        pass
-    elif nvfp4_4over6 is None:
-        nvfp4_4over6 = 0
-    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
-        nvfp4_4over6 = -1
-    else:
-        raise TypeError(
-            "fp4patch: fp4_quantize(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
-            "a NVFP44Over6Config cannot cross the custom-op schema; "
-            "omit nvfp4_4over6 or pass None, or call fp4_quantize outside the compiled region"
-        )
     return OP(
         **OP_PARAMS,
+        nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "fp4_quantize"),
     )
 
 
@@ -224,7 +214,7 @@ def op(
         raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
     x_q, sf = WRAPPER(
         **OP_PARAMS,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
     )
     # custom_op outputs may not alias: the wrapper's transposed views are fresh tensors' views
     return x_q, sf

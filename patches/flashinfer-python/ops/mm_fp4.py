@@ -35,6 +35,8 @@ from typing import Optional
 
 import torch
 
+from ._out_gemm import _check_backend_supported, _copy_into_out, _require_out
+
 # Release data (defaults: 0.6.0 .. 0.6.15.post1), read from _check_mm_fp4_problem_size and
 # _cutlass_gemm_fp4_requirement of each release:
 #   per_token_alpha_backends: the backends that take an alpha of one scale per row of a (m elements);
@@ -77,27 +79,18 @@ def op(
     batch_invariant: bool = False,
 ) -> None:
     """The custom op's eager body: the real ``mm_fp4`` writing into ``out``."""
-    if out is None:
-        raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")
+    _require_out(out, "mm_fp4")
     result = WRAPPER(
         **OP_PARAMS,
     )
-    if result is not None and result is not out:
-        out.copy_(result)
+    _copy_into_out(result, out)
 
 
 def fake(**OP_PARAMS):
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
-    if out is None:
-        raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")
+    _require_out(out, "mm_fp4")
     if backend != "auto":
-        from flashinfer.utils import BackendSupportedError, get_compute_capability
-
-        major, minor = get_compute_capability(a.device)
-        capability = major * 10 + minor
-        if not WRAPPER.is_backend_supported(backend, capability):
-            extra = f" with capability {capability}" if capability else ""
-            raise BackendSupportedError(f"mm_fp4 does not support backend '{backend}'{extra}")
+        _check_backend_supported(WRAPPER, "mm_fp4", backend, a.device)
     # _check_mm_fp4_problem_size
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"mm_fp4 accepts 2d tensors, got {a.shape} and {b.shape}")

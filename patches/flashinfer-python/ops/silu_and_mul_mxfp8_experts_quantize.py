@@ -18,17 +18,10 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._grouped_quantize import _masked_mxfp8_outputs
+
 RELEASE = {}
 MUTATES_ARGS = ()
-
-
-def _masked_mxfp8_outputs(a, b, m, k):
-    """(x_q, sf) in the masked grouped-GEMM layout, as permuted views of contiguous buffers."""
-    padded_k = (k + 127) // 128 * 128
-    padded_m = (m + 127) // 128 * 128
-    x_q = a.new_empty((b, m, padded_k), dtype=torch.float8_e4m3fn).permute(1, 2, 0)
-    sf = a.new_empty((b, padded_m // 128, padded_k // 128, 32, 4, 4), dtype=torch.uint8)
-    return x_q, sf.permute(3, 4, 1, 5, 2, 0)
 
 
 def entry(**OP_PARAMS):
