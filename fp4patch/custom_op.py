@@ -22,6 +22,14 @@ inductor caches key on the graph's code, which names the op, so an upgrade never
 graph compiled against another fake (issue: FlashInfer 0.6.0 → 0.7.4 changed the scale factors'
 padded layout at 0.6.8).
 
+The parameter list is written once, in ``op``: ``def entry(**OP_PARAMS):`` / ``def fake(**OP_PARAMS):``
+take op's parameters (names and defaults, no annotations), and in a call to ``OP`` or ``WRAPPER``
+``**OP_PARAMS`` expands to ``p=p`` for each of op's parameters in signature order, an explicit keyword of the
+same call replacing its ``p=p`` in place and ``p=OMIT`` leaving it out; absent parameters are then trimmed as
+above. Helpers shared between op sources live in helper modules beside them (``ops/_<name>.py``); an op
+source's ``from ._<name> import _f, _g`` is replaced by those functions, the functions of that module they
+call and the imports they use, so the block never imports fp4patch and the fingerprint covers the helpers.
+
 Validation (:func:`check_op_source`) uses only :mod:`ast`, so that loading specs stays light;
 rendering (:func:`render`) uses libcst and runs when a target's operations are built.
 """
