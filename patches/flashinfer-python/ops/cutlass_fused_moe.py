@@ -56,7 +56,7 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         profile_ids=None if profile_ids is None else list(profile_ids),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "cutlass_fused_moe"),
-        tune_max_num_tokens=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return [output] + fresh
@@ -110,7 +110,7 @@ def op(
         quant_scales=quant_scales if len(quant_scales) else None,
         activation_type=ActivationType(activation_type),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return result[1:]

@@ -68,7 +68,7 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_moe"),
-        tune_max_num_tokens=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize and output is not None:
         return [output] + list(fresh)
@@ -122,7 +122,7 @@ def op(
         **OP_PARAMS,
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize and output is not None:
         return list(result[1:])

@@ -83,8 +83,8 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_routed_moe"),
-        tune_max_num_tokens=OMIT,
-        routing_metadata=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:
         return [output] + fresh
@@ -141,8 +141,8 @@ def op(
         topk_ids=topk_ids[0] if len(topk_ids) == 1 else (topk_ids[0], topk_ids[1]),
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,
-        routing_metadata=OMIT,
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:
         return result[1:]
