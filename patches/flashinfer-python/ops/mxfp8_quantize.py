@@ -34,7 +34,8 @@ def entry(**OP_PARAMS):
     """Called while compiling: ``sf_swizzle_layout`` (an ``SfLayout`` or ``None``) crosses as its value / -1."""
     return OP(  # noqa: F821
         **OP_PARAMS,
-        sf_swizzle_layout=-1 if sf_swizzle_layout is None else int(sf_swizzle_layout.value),
+        # an int: op()'s default (-1), bound where a release lacks the parameter
+        sf_swizzle_layout=-1 if sf_swizzle_layout is None else int(getattr(sf_swizzle_layout, "value", sf_swizzle_layout)),
     )
 
 
