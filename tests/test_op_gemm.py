@@ -28,7 +28,7 @@ import itertools
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, check_op_source, render
+from fp4patch.custom_op import CustomOpTarget, check_op_source, read_helpers, render
 
 from .conftest import SPECS_DIR, release_site, run_cli
 from .test_trace_fullgraph import MARK, _child, linked_site  # noqa: F401 (fixture)
@@ -478,7 +478,9 @@ def test_op_sources_render_for_every_release_data_used_here() -> None:
         source = (OPS / f"{function}.py").read_text(encoding="utf-8")
         for version, overrides in per_version.items():
             params = tuple(PARAMS[function][version])
-            target = CustomOpTarget(function=function, source=source, source_label=function, params=params, release=overrides)
+            target = CustomOpTarget(
+                function=function, source=source, source_label=function, params=params, release=overrides, helpers=read_helpers(source, OPS)
+            )
             check_op_source(target)
             assert render(target).op_name.startswith(f"fp4patch::{function}_")
 
