@@ -22,6 +22,14 @@ inductor caches key on the graph's code, which names the op, so an upgrade never
 graph compiled against another fake (issue: FlashInfer 0.6.0 → 0.7.4 changed the scale factors'
 padded layout at 0.6.8).
 
+The parameter list is written once, in ``op``: ``def entry(**OP_PARAMS):`` / ``def fake(**OP_PARAMS):``
+take op's parameters (names and defaults, no annotations), and in a call to ``OP`` or ``WRAPPER``
+``**OP_PARAMS`` expands to ``p=p`` for each of op's parameters in signature order, an explicit keyword of the
+same call replacing its ``p=p`` in place and ``p=OMIT`` leaving it out; absent parameters are then trimmed as
+above. Helpers shared between op sources live in helper modules beside them (``ops/_<name>.py``); an op
+source's ``from ._<name> import _f, _g`` is replaced by those functions, the functions of that module they
+call and the imports they use, so the block never imports fp4patch and the fingerprint covers the helpers.
+
 Validation (:func:`check_op_source`) uses only :mod:`ast`, so that loading specs stays light;
 rendering (:func:`render`) uses libcst and runs when a target's operations are built.
 """
@@ -38,6 +46,11 @@ FUNCTIONS = ("entry", "op", "fake")
 #: Placeholders an op source uses for the registered op and the installed wrapper.
 OP_PLACEHOLDER = "OP"
 WRAPPER_PLACEHOLDER = "WRAPPER"
+#: ``def entry(**OP_PARAMS):`` / ``def fake(**OP_PARAMS):`` take op's parameters; ``OP(**OP_PARAMS, ...)``
+#: / ``WRAPPER(**OP_PARAMS, ...)`` pass each of them by keyword (``p=p``).
+PARAMS_PLACEHOLDER = "OP_PARAMS"
+#: ``OP(**OP_PARAMS, p=OMIT)``: leave ``p`` out of the expanded call.
+OMIT_PLACEHOLDER = "OMIT"
 #: Module-level assignments an op source may hold besides its functions.
 DATA_NAMES = ("RELEASE", "MUTATES_ARGS")
 _NAME_SENTINEL = "__fp4patch_op_name__"
@@ -73,6 +86,8 @@ class CustomOpTarget:
         defaults: per-release default expressions (Python source), by parameter name.
         release: values replacing keys of the op source's ``RELEASE`` dict (TOML scalars/lists).
         spec_id / versions: provenance written in the rendered block's header comment.
+        helpers: text of each shared helper module the source imports (``from ._module import _name``),
+            by module name (``"_module"``); :func:`read_helpers` reads them beside the op source.
     """
 
     function: str
@@ -83,13 +98,24 @@ class CustomOpTarget:
     release: dict[str, Any] = field(default_factory=dict)
     spec_id: str = ""
     versions: str = ""
+    helpers: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- #
 # Validation with ast (cheap; run when specs are loaded)
 # --------------------------------------------------------------------------- #
+def _takes_op_params(fn: ast.FunctionDef) -> bool:
+    """True for ``def entry(**OP_PARAMS):`` (the placeholder alone): op's parameter list."""
+    args = fn.args
+    return args.kwarg is not None and args.kwarg.arg == PARAMS_PLACEHOLDER and not (args.posonlyargs or args.args or args.vararg or args.kwonlyargs)
+
+
 def _signature(fn: ast.FunctionDef) -> tuple[list[str], dict[str, ast.expr]]:
     args = fn.args
+    if args.kwarg is not None and args.kwarg.arg == PARAMS_PLACEHOLDER:
+        if fn.name == "op":
+            raise OpSourceError("op() spells out its parameters (with schema annotations); only entry and fake take **OP_PARAMS")
+        raise OpSourceError(f"{fn.name}(**OP_PARAMS) stands alone: write def {fn.name}(**OP_PARAMS): for op()'s parameters, or list them all")
     if args.vararg or args.kwarg:
         raise OpSourceError(f"{fn.name}() takes *args/**kwargs; list every parameter by name")
     positional = [*args.posonlyargs, *args.args]
@@ -112,14 +138,148 @@ def _release_dict(node: ast.stmt) -> dict[str, Any]:
     return value
 
 
+def helper_imports(source: str) -> dict[str, tuple[str, ...]]:
+    """The shared helpers an op source imports: ``from ._module import _a, _b`` → ``{"_module": ("_a", "_b")}``.
+
+    Only the relative imports at the op source's module level count (one dot, a module name); the
+    renderer inlines the named functions. Returns ``{}`` for a source that does not parse
+    (:func:`check_op_source` reports it).
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if node.level != 1 or not node.module or any(a.name == "*" or a.asname for a in node.names):
+                raise OpSourceError(
+                    f"line {node.lineno}: a shared helper is imported as 'from ._module import _name, ...' "
+                    "(one dot, no '*', no 'as')"
+                )
+            found[node.module] = (*found.get(node.module, ()), *(a.name for a in node.names))
+    return found
+
+
+def read_helpers(source: str, directory) -> dict[str, str]:
+    """Read the helper modules ``source`` imports from ``directory`` (the op source's folder), by module name.
+
+    Args:
+        source: text of an op source.
+        directory: a :class:`pathlib.Path`, the folder holding the op source and its helper modules.
+
+    Raises:
+        OpSourceError: a helper module cannot be read (the message names the file).
+    """
+    helpers = {}
+    for module in helper_imports(source):
+        path = directory / f"{module}.py"
+        try:
+            helpers[module] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OpSourceError(
+                f"'from .{module} import ...': cannot read the helper module {path}: "
+                f"{getattr(exc, 'strerror', None) or exc}; put it beside the op source or drop the import"
+            ) from None
+    return helpers
+
+
+def _helper_module(module: str, source: str) -> dict[str, ast.FunctionDef]:
+    """A helper module's top-level functions, in order; OpSourceError when it holds anything but those,
+    a docstring and absolute imports."""
+    label = f"{module}.py"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise OpSourceError(f"{label}:{exc.lineno}: helper module does not parse: {exc.msg}") from None
+    functions: dict[str, ast.FunctionDef] = {}
+    for index, node in enumerate(tree.body):
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+            continue
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("_"):
+            functions[node.name] = node
+        else:
+            raise OpSourceError(f"{label}:{node.lineno}: a helper module holds only absolute imports and private functions (_name)")
+    return functions
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _helper_closure(module: str, source: str, names) -> tuple[list[str], set[str]]:
+    """The functions to inline for ``names`` (and the helper module's functions they use), in the
+    module's order, and every name those functions use (to pick the module's imports they need).
+
+    Raises:
+        OpSourceError: a name is not a top-level function of the helper module.
+    """
+    functions = _helper_module(module, source)
+    wanted = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in wanted:
+            continue
+        if name not in functions:
+            raise OpSourceError(f"{module}.py (beside the op source) defines no top-level function {name}; the op source imports it")
+        wanted.add(name)
+        pending.extend(_used_names(functions[name]) & functions.keys())
+    return [n for n in functions if n in wanted], set().union(*(_used_names(functions[n]) for n in wanted))
+
+
+def _check_placeholders(tree: ast.Module, op_names: list[str], function: str) -> None:
+    """``OP_PARAMS`` / ``OMIT`` stand only where the renderer expands them."""
+    expanded: set[int] = set()
+    callees = (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, function)
+    for node in ast.walk(tree):
+        takes = isinstance(node, ast.FunctionDef) and node.args.kwarg is not None and node.args.kwarg.arg == PARAMS_PLACEHOLDER
+        if takes and (node not in tree.body or node.name not in ("entry", "fake")):
+            raise OpSourceError(f"line {node.lineno}: only entry and fake take **OP_PARAMS")
+        if not isinstance(node, ast.Call):
+            continue
+        spread = [k for k in node.keywords if k.arg is None and isinstance(k.value, ast.Name) and k.value.id == PARAMS_PLACEHOLDER]
+        if not spread:
+            continue
+        callee = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+        if callee not in callees:
+            raise OpSourceError(f"line {node.lineno}: **OP_PARAMS stands only in a call to OP or WRAPPER, not {callee}()")
+        if node.args or sum(k.arg is None for k in node.keywords) > 1:
+            raise OpSourceError(f"line {node.lineno}: {callee}(**OP_PARAMS, ...) takes no positional argument and no other **mapping")
+        seen = set()
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                expanded.add(id(keyword.value))
+                continue
+            if keyword.arg not in op_names or keyword.arg in seen:
+                raise OpSourceError(
+                    f"line {keyword.lineno}: {callee}(**OP_PARAMS, {keyword.arg}=...): {keyword.arg!r} is "
+                    f"{'named twice' if keyword.arg in seen else 'not a parameter of op()'}; name each of op()'s parameters at most once"
+                )
+            seen.add(keyword.arg)
+            if isinstance(keyword.value, ast.Name) and keyword.value.id == OMIT_PLACEHOLDER:
+                expanded.add(id(keyword.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in (PARAMS_PLACEHOLDER, OMIT_PLACEHOLDER) and id(node) not in expanded:
+            raise OpSourceError(
+                f"line {node.lineno}: {node.id} stands only in 'def entry(**OP_PARAMS):', 'def fake(**OP_PARAMS):' "
+                "and calls 'OP(**OP_PARAMS, p=OMIT)' / 'WRAPPER(**OP_PARAMS, ...)'"
+            )
+
+
 def check_op_source(target: CustomOpTarget) -> None:
     """Check that ``target`` can be rendered, with :mod:`ast` only.
 
     Raises:
         OpSourceError: the source does not parse, lacks ``entry``/``op``/``fake``, holds other
-            module-level code, the three signatures differ, a release parameter is unknown to the
-            source, an absent parameter has no default to bind, a ``defaults`` entry is not an
-            expression or names no parameter, or a ``release`` key is not in ``RELEASE``.
+            module-level code, ``entry``/``fake`` neither take ``**OP_PARAMS`` nor op's parameters
+            and defaults, ``OP_PARAMS``/``OMIT`` stand elsewhere than where they expand, a shared
+            helper is missing (module not in ``target.helpers``, name not a function of it) or clashes
+            with a function of the source, a release parameter is unknown to the source, an absent
+            parameter has no default to bind, a ``defaults`` entry is not an expression or names no
+            parameter, or a ``release`` key is not in ``RELEASE``.
     """
     try:
         tree = ast.parse(target.source)
@@ -147,11 +307,23 @@ def check_op_source(target: CustomOpTarget) -> None:
     missing = [name for name in FUNCTIONS if name not in functions]
     if missing:
         raise OpSourceError(f"defines no {', '.join(missing)}(); an op source needs entry, op and fake")
-    signatures = {name: _signature(functions[name]) for name in FUNCTIONS}
-    names, defaults = signatures["op"]
+    names, defaults = _signature(functions["op"])
     for name in ("entry", "fake"):
-        if signatures[name][0] != names:
-            raise OpSourceError(f"{name}() and op() must take the same parameters in the same order")
+        if _takes_op_params(functions[name]):
+            continue
+        own_names, own_defaults = _signature(functions[name])
+        if own_names != names or {k: ast.dump(v) for k, v in own_defaults.items()} != {k: ast.dump(v) for k, v in defaults.items()}:
+            raise OpSourceError(
+                f"{name}() and op() must take the same parameters in the same order with the same defaults; "
+                f"write 'def {name}(**OP_PARAMS):' to take op()'s"
+            )
+    _check_placeholders(tree, names, target.function)
+    for module, imported in helper_imports(target.source).items():
+        if module not in target.helpers:
+            raise OpSourceError(f"'from .{module} import ...': no helper module {module}.py was read beside the op source")
+        for name in _helper_closure(module, target.helpers[module], imported)[0]:
+            if name in functions:
+                raise OpSourceError(f"{name} is defined in the op source and in {module}.py, which it imports from; keep one")
     unknown = [p for p in target.params if p not in names]
     if unknown:
         raise OpSourceError(f"release parameter(s) {', '.join(unknown)} of {target.function}() unknown to the op source; add them to entry/op/fake")
@@ -182,7 +354,7 @@ def render(target: CustomOpTarget) -> Rendered:
     check_op_source(target)
     import libcst as cst
 
-    module = cst.parse_module(target.source)
+    module = _resolve(target)
     absent = _absent_params(target)
     body: list[cst.BaseStatement] = []
     imports: list[cst.BaseStatement] = []
@@ -193,7 +365,8 @@ def render(target: CustomOpTarget) -> Rendered:
         if index == 0 and _is_docstring(statement):
             continue
         if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
-            imports.append(statement)
+            if _code(statement) not in {_code(s) for s in imports}:  # a shared helper's import the source has too
+                imports.append(statement)
         elif isinstance(statement, cst.FunctionDef) and statement.name.value in FUNCTIONS:
             functions[statement.name.value] = statement
         elif isinstance(statement, cst.FunctionDef):
@@ -293,6 +466,156 @@ def _fp4patch_{fn}_bypass_api_wrappers(fn):
 if _fp4patch_{fn}_entry is not None:
     {fn} = _fp4patch_{fn}_bypass_api_wrappers({fn})
 '''
+
+
+def plain_source(source: str, helpers: dict[str, str] | None = None) -> str:
+    """The op source as plain Python, for every parameter of ``op``: ``**OP_PARAMS`` expanded and the shared
+    helpers inlined, the placeholders ``OP`` and ``WRAPPER`` left for the caller to bind.
+
+    What tests execute to run ``entry``/``op``/``fake`` with stand-ins (no release trimming, no registration).
+
+    Args:
+        source: text of an op source.
+        helpers: text of the helper modules it imports, by module name (:func:`read_helpers`).
+
+    Raises:
+        OpSourceError: as :func:`check_op_source`.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise OpSourceError(f"line {exc.lineno}: does not parse: {exc.msg}") from None
+    op_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op"), None)
+    params = tuple(_signature(op_fn)[0]) if op_fn is not None else ()
+    target = CustomOpTarget(function="", source=source, source_label="", params=params, helpers=dict(helpers or {}))
+    check_op_source(target)
+    return _resolve(target).code
+
+
+def _code(statement) -> str:
+    import libcst as cst
+
+    return cst.Module(body=[statement.with_changes(leading_lines=[])]).code.strip()
+
+
+def _resolve(target: CustomOpTarget):
+    """``target.source`` as a libcst module with the shared helpers inlined (their imports and functions where
+    the relative import stood), ``entry``/``fake`` given op's parameters where they take ``**OP_PARAMS``, and
+    ``**OP_PARAMS`` expanded in calls (for every parameter of ``op``: trimming comes after)."""
+    import libcst as cst
+
+    module = cst.parse_module(target.source)
+    op_def = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "op")
+    op_params = op_def.params
+    names = [p.name.value for p in (*op_params.posonly_params, *op_params.params, *op_params.kwonly_params)]
+    inlined: set[str] = set()
+    body = []
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.ImportFrom) and statement.body[0].relative:
+            body.extend(_inline(statement, target, inlined))
+        elif isinstance(statement, cst.FunctionDef) and _takes_op_params_cst(statement):
+            body.append(statement.with_changes(params=_unannotated(op_params), whitespace_before_params=op_def.whitespace_before_params))
+        else:
+            body.append(statement)
+    return module.with_changes(body=body).visit(_Expand(names, (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, target.function)))
+
+
+def _takes_op_params_cst(function) -> bool:
+    import libcst as cst
+
+    star = function.params.star_kwarg
+    return isinstance(star, cst.Param) and star.name.value == PARAMS_PLACEHOLDER
+
+
+def _inline(statement, target: CustomOpTarget, inlined: set[str]) -> list:
+    """The imports and functions of a helper module that ``from .module import ...`` (``statement``) needs."""
+    import libcst as cst
+
+    node = ast.parse(_code(statement)).body[0]
+    module = node.module  # type: ignore[attr-defined]
+    source = target.helpers[module]
+    names, used = _helper_closure(module, source, [a.name for a in node.names])  # type: ignore[attr-defined]
+    helper = cst.parse_module(source)
+    out = []
+    for s in helper.body:
+        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], (cst.Import, cst.ImportFrom)):
+            bound = {a.asname or a.name.split(".")[0] for n in ast.parse(_code(s)).body for a in n.names}  # type: ignore[attr-defined]
+            if bound & used:
+                out.append(s)
+    for s in helper.body:
+        if isinstance(s, cst.FunctionDef) and s.name.value in names and s.name.value not in inlined:
+            inlined.add(s.name.value)
+            out.append(s)
+    return out
+
+
+def _unannotated(params):
+    """op's parameter list for entry/fake: the same names, defaults and layout, no annotations."""
+    import libcst as cst
+
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+    def strip(seq):
+        return [p.with_changes(annotation=None, equal=tight if p.default is not None else cst.MaybeSentinel.DEFAULT) for p in seq]
+
+    return params.with_changes(posonly_params=strip(params.posonly_params), params=strip(params.params), kwonly_params=strip(params.kwonly_params))
+
+
+def _make_expand():
+    import libcst as cst
+
+    class Expand(cst.CSTTransformer):
+        """``OP(**OP_PARAMS, q=f(q), r=OMIT)`` → ``OP(p=p, q=f(q), s=s)``: every op parameter in signature order."""
+
+        def __init__(self, names: list[str], callees: tuple[str, ...]) -> None:
+            super().__init__()
+            self.names = names
+            self.callees = callees
+
+        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+            if not (isinstance(updated_node.func, cst.Name) and updated_node.func.value in self.callees):
+                return updated_node
+            args = list(updated_node.args)
+            if not any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == PARAMS_PLACEHOLDER for a in args):
+                return updated_node
+            explicit = {a.keyword.value: a for a in args if a.keyword is not None}
+            tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+            # The expansion follows the call's layout: one argument per line where the source puts its first
+            # argument on a line of its own, ", " otherwise; the last argument closes the call as in the source.
+            before = updated_node.whitespace_before_args
+            if isinstance(before, cst.ParenthesizedWhitespace):
+                separator = cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(indent=before.indent, last_line=before.last_line))
+            else:
+                separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            closing = args[-1].comma
+            out = []
+            for name in self.names:
+                arg = explicit.get(name)
+                if arg is None:
+                    out.append(cst.Arg(keyword=cst.Name(name), value=cst.Name(name), equal=tight))
+                elif not (isinstance(arg.value, cst.Name) and arg.value.value == OMIT_PLACEHOLDER):
+                    out.append(arg)
+            return updated_node.with_changes(
+                args=[a.with_changes(comma=_layout_comma(separator if i < len(out) - 1 else closing, a.comma)) for i, a in enumerate(out)]
+            )
+
+    return Expand
+
+
+def _layout_comma(layout, own):
+    """``layout`` (the separator or the call's closing comma) carrying the end-of-line comment of ``own``, an
+    explicit argument's comma in the source (a comment stays with its argument wherever the expansion puts it)."""
+    import libcst as cst
+
+    if not (isinstance(layout, cst.Comma) and isinstance(layout.whitespace_after, cst.ParenthesizedWhitespace)):
+        return layout
+    own_line = own.whitespace_after.first_line if isinstance(own, cst.Comma) and isinstance(own.whitespace_after, cst.ParenthesizedWhitespace) else cst.TrailingWhitespace()
+    return layout.with_changes(whitespace_after=layout.whitespace_after.with_changes(first_line=own_line))
+
+
+def _Expand(names: list[str], callees: tuple[str, ...]):
+    """The libcst transformer of :func:`_make_expand` (built on first use: libcst loads lazily)."""
+    return _make_expand()(names, callees)
 
 
 def _redirect(target: CustomOpTarget) -> str:

@@ -428,7 +428,7 @@ class _SpecBuilder:
         return code
 
     def custom_op(self, table: dict[str, Any], line: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        from .custom_op import CustomOpTarget, OpSourceError, check_op_source
+        from .custom_op import CustomOpTarget, OpSourceError, check_op_source, read_helpers
 
         if kwargs["anchor_params"]:
             raise self.fail(self.lines.key("anchor-params", line), "a custom-op takes 'params' (the release's parameters), not 'anchor-params'")
@@ -449,6 +449,10 @@ class _SpecBuilder:
             tables[key] = value
         if not all(isinstance(v, str) for v in tables["defaults"].values()):
             raise self.fail(self.lines.key("defaults", line), "'defaults' values must be Python expressions as strings (e.g. backend = \"'auto'\")")
+        try:
+            helpers = read_helpers(source, source_path.parent)  # shared helper modules beside it (ast only)
+        except OpSourceError as exc:
+            raise SpecError(f"{source_path}: {exc} (custom-op at {self.path}:{line})") from None
         target = CustomOpTarget(
             function=kwargs["function"],
             source=source,
@@ -458,6 +462,7 @@ class _SpecBuilder:
             release=dict(tables["release"]),
             spec_id=str(self.data.get("id", "")),
             versions=self._target_versions,
+            helpers=helpers,
         )
         try:
             check_op_source(target)

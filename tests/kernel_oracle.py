@@ -256,9 +256,14 @@ def load_op_source(path: str, module_globals: dict, release: dict | None = None,
     renderer binds it.
     """
     import types
+    from pathlib import Path
+
+    from fp4patch.custom_op import plain_source, read_helpers
 
     with open(path, encoding="utf-8") as f:
-        code = compile(f.read(), path, "exec")
+        text = f.read()
+    # The placeholders OP_PARAMS / OMIT expanded and the shared helpers inlined, as the renderer does.
+    code = compile(plain_source(text, read_helpers(text, Path(path).parent)), path, "exec")
     ns = dict(module_globals)
     exec(code, ns)  # noqa: S102 - an op source of this repository, as the renderer places it
     ns["RELEASE"] = {**ns.get("RELEASE", {}), **(release or {})}

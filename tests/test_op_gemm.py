@@ -28,7 +28,7 @@ import itertools
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, check_op_source, render
+from fp4patch.custom_op import CustomOpTarget, check_op_source, read_helpers, render
 
 from .conftest import SPECS_DIR, applied_site, release_site
 from .test_trace_fullgraph import MARK, _child
@@ -69,7 +69,7 @@ PARAMS = {
 }
 
 PRELUDE = r"""
-import collections, inspect, json, sys, types
+import collections, inspect, json, pathlib, sys, types
 import torch
 
 P = json.loads(sys.argv[1])
@@ -106,7 +106,9 @@ OP_SOURCE = r"""
 module = types.ModuleType("fp4patch_op_source_" + FN)  # a real module: Dynamo looks up its globals by name
 sys.modules[module.__name__] = module
 ns = module.__dict__
-exec(compile(open(P["op_source"]).read(), P["op_source"], "exec"), ns)
+from fp4patch.custom_op import plain_source, read_helpers  # OP_PARAMS expanded, shared helpers inlined
+text = open(P["op_source"]).read()
+exec(compile(plain_source(text, read_helpers(text, pathlib.Path(P["op_source"]).parent)), P["op_source"], "exec"), ns)
 ns["RELEASE"].update(P["release"])
 source_params = inspect.signature(ns["op"]).parameters
 absent = {n: p.default for n, p in source_params.items() if n not in real_params}
@@ -481,7 +483,9 @@ def test_op_sources_render_for_every_release_data_used_here() -> None:
         source = (OPS / f"{function}.py").read_text(encoding="utf-8")
         for version, overrides in per_version.items():
             params = tuple(PARAMS[function][version])
-            target = CustomOpTarget(function=function, source=source, source_label=function, params=params, release=overrides)
+            target = CustomOpTarget(
+                function=function, source=source, source_label=function, params=params, release=overrides, helpers=read_helpers(source, OPS)
+            )
             check_op_source(target)
             assert render(target).op_name.startswith(f"fp4patch::{function}_")
 

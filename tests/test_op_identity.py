@@ -153,3 +153,22 @@ def test_op_name_changes_exactly_when_schema_fake_or_release_data_change() -> No
         by_data.setdefault(data, set()).add(name)
     assert all(len(v) == 1 for v in by_data.values()), "same schema, fake and data must give the same name"
     assert len({n for n, _ in names.values()}) == len(by_data), "different schema or data must give different names"
+
+
+def test_op_name_changes_when_a_shared_helper_it_inlines_changes() -> None:
+    """A shared helper module (``ops/_nvfp4_4over6.py``) is part of the op: editing a function the op source
+    imports from it changes the name; editing one it does not import leaves the name as it was."""
+    import dataclasses
+
+    from fp4patch.custom_op import render
+
+    (spec,) = [s for s in load_specs(SPECS_DIR) if s.id == "fp4-quantize-fullgraph"]
+    target = next(t for t in spec.targets if not t.status and t.contains("0.7.4"))
+    data = next(k for kind, k in target.operation_specs if kind == "custom-op")["target"]
+    helper = data.helpers["_nvfp4_4over6"]
+    assert "def _nvfp4_4over6_code(" in helper and "return 0\n" in helper
+    name = render(data).op_name
+    edited = dataclasses.replace(data, helpers={**data.helpers, "_nvfp4_4over6": helper.replace("return 0\n", "return 1\n", 1)})
+    assert render(edited).op_name != name
+    unused = dataclasses.replace(data, helpers={**data.helpers, "_nvfp4_4over6": helper + "\n\ndef _not_imported():\n    return 2\n"})
+    assert render(unused).op_name == name

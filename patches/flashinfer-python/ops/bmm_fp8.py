@@ -30,6 +30,8 @@ from typing import Optional
 
 import torch
 
+from ._out_gemm import _check_backend_supported, _copy_into_out, _require_out
+
 # Release data. inline_checks: the wrapper checks its arguments itself, without @backend_requirement
 # (0.5.0 .. 0.5.2, flashinfer/gemm.py: output dtype first, then "e5m2 is not supported for cutlass
 # backend" and "Unsupported backend: ..."); from 0.5.3 @backend_requirement does (the default).
@@ -38,7 +40,7 @@ RELEASE = {"inline_checks": False}
 MUTATES_ARGS = ("out",)
 
 
-def entry(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invariant=False):
+def entry(**OP_PARAMS):
     """Called while compiling with every parameter of the installed ``bmm_fp8`` by keyword.
 
     Allocates ``out`` as the wrapper would when it is None, calls the op (which writes into it)
@@ -47,14 +49,7 @@ def entry(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invar
     if out is None:
         out = torch.empty((A.shape[0], A.shape[1], B.shape[2]), device=A.device, dtype=dtype)
     OP(
-        A=A,
-        B=B,
-        A_scale=A_scale,
-        B_scale=B_scale,
-        dtype=dtype,
-        out=out,
-        backend=backend,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     return out
 
@@ -70,50 +65,26 @@ def op(
     batch_invariant: bool = False,
 ) -> None:
     """The custom op's eager body: the real ``bmm_fp8`` writing into ``out``."""
-    if out is None:
-        raise ValueError("fp4patch: the bmm_fp8 custom op needs out= (the compiled call allocates it); call flashinfer.bmm_fp8")
+    _require_out(out, "bmm_fp8")
     result = WRAPPER(
-        A=A,
-        B=B,
-        A_scale=A_scale,
-        B_scale=B_scale,
-        dtype=dtype,
-        out=out,
-        backend=backend,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
-    if result is not None and result is not out:
-        out.copy_(result)
+    _copy_into_out(result, out)
 
 
-def fake(A, B, A_scale, B_scale, dtype, out=None, backend="cublas", batch_invariant=False):
+def fake(**OP_PARAMS):
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
-    if out is None:
-        raise ValueError("fp4patch: the bmm_fp8 custom op needs out= (the compiled call allocates it); call flashinfer.bmm_fp8")
-    if RELEASE["inline_checks"]:
-        if dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(
-                f"Unsupported output dtype: {dtype}. "
-                f"Only torch.bfloat16 and torch.float16 are supported for FP8 GEMM operations."
-            )
-        if backend == "cutlass" and (A.dtype == torch.float8_e5m2 or B.dtype == torch.float8_e5m2):
-            raise ValueError("e5m2 is not supported for cutlass backend")
-        if backend not in ("cudnn", "cublas", "cutlass", "auto"):
-            raise ValueError(f"Unsupported backend: {backend}")
-        return None
-    if backend != "auto":
-        from flashinfer.utils import BackendSupportedError, get_compute_capability
-
-        major, minor = get_compute_capability(A.device)
-        capability = major * 10 + minor
-        if not WRAPPER.is_backend_supported(backend, capability):
-            extra = f" with capability {capability}" if capability else ""
-            raise BackendSupportedError(f"bmm_fp8 does not support backend '{backend}'{extra}")
+    _require_out(out, "bmm_fp8")
+    inline = RELEASE["inline_checks"]
+    if backend != "auto" and not inline:
+        _check_backend_supported(WRAPPER, "bmm_fp8", backend, A.device)
     if dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(
             f"Unsupported output dtype: {dtype}. "
             f"Only torch.bfloat16 and torch.float16 are supported for FP8 GEMM operations."
         )
     if backend == "cutlass" and (A.dtype == torch.float8_e5m2 or B.dtype == torch.float8_e5m2):
-        raise ValueError("e5m2 is not supported for bmm_fp8 with cutlass backend")
+        raise ValueError("e5m2 is not supported for cutlass backend" if inline else "e5m2 is not supported for bmm_fp8 with cutlass backend")
+    if inline and backend not in ("cudnn", "cublas", "cutlass", "auto"):
+        raise ValueError(f"Unsupported backend: {backend}")
     return None

@@ -25,10 +25,12 @@ Rejected like the wrapper (same class and message): ``min_latency_mode=True``, a
 an ``output`` of the wrong shape or dtype. Checks that depend on the GPU (FP8 block scaling, SM90-only
 paths) or that the kernel makes in C++ are not mirrored; the eager body still makes them at run time.
 """
-import enum
 from typing import List, Optional
 
 import torch
+
+from ._moe_helpers import _as_int
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4). The fake is the same from 0.6.0 to 0.7.4.
 RELEASE = {
@@ -38,52 +40,7 @@ RELEASE = {
 MUTATES_ARGS = tuple(RELEASE["mutates"])
 
 
-def _as_int(value):
-    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum) or an int, as int.
-    return int(value.value if isinstance(value, enum.Enum) else value)
-
-
-def entry(
-    input,
-    token_selected_experts,
-    token_final_scales,
-    fc1_expert_weights,
-    fc2_expert_weights,
-    output_dtype,
-    quant_scales,
-    fc1_expert_biases=None,
-    fc2_expert_biases=None,
-    input_sf=None,
-    swiglu_alpha=None,
-    swiglu_beta=None,
-    swiglu_limit=None,
-    tp_size=1,
-    tp_rank=0,
-    ep_size=1,
-    ep_rank=0,
-    cluster_size=1,
-    cluster_rank=0,
-    output=None,
-    enable_alltoall=False,
-    use_deepseek_fp8_block_scale=False,
-    use_w4_group_scaling=False,
-    use_mxfp8_act_scaling=False,
-    min_latency_mode=False,
-    use_packed_weights=False,
-    use_wfp4afp8_humming=False,
-    tune_max_num_tokens=8192,
-    enable_pdl=None,
-    activation_type=3,
-    swizzled_input_sf=True,
-    use_fused_finalize=None,
-    profile_ids=None,
-    workspace_buffer=None,
-    clamped_relu2_limit=None,
-    situ_beta=None,
-    situ_linear_beta=None,
-    backend='cutlass',
-    nvfp4_4over6=-1,
-):
+def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
     ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
@@ -93,58 +50,13 @@ def entry(
             "fp4patch: cutlass_fused_moe(backend='cake') is not supported under torch.compile "
             "(its outputs are not mirrored by the fp4patch fake); call it outside the compiled region"
         )
-    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
-    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
-        code_4over6 = nvfp4_4over6
-    elif nvfp4_4over6 is None:
-        code_4over6 = 0
-    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
-        code_4over6 = -1
-    else:
-        raise TypeError(
-            "fp4patch: cutlass_fused_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
-            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
-            "or call it outside the compiled region"
-        )
     fresh = list(OP(
-        input=input,
-        token_selected_experts=token_selected_experts,
-        token_final_scales=token_final_scales,
-        fc1_expert_weights=fc1_expert_weights,
-        fc2_expert_weights=fc2_expert_weights,
-        output_dtype=output_dtype,
+        **OP_PARAMS,
         quant_scales=[] if quant_scales is None else list(quant_scales),
-        fc1_expert_biases=fc1_expert_biases,
-        fc2_expert_biases=fc2_expert_biases,
-        input_sf=input_sf,
-        swiglu_alpha=swiglu_alpha,
-        swiglu_beta=swiglu_beta,
-        swiglu_limit=swiglu_limit,
-        tp_size=tp_size,
-        tp_rank=tp_rank,
-        ep_size=ep_size,
-        ep_rank=ep_rank,
-        cluster_size=cluster_size,
-        cluster_rank=cluster_rank,
-        output=output,
-        enable_alltoall=enable_alltoall,
-        use_deepseek_fp8_block_scale=use_deepseek_fp8_block_scale,
-        use_w4_group_scaling=use_w4_group_scaling,
-        use_mxfp8_act_scaling=use_mxfp8_act_scaling,
-        min_latency_mode=min_latency_mode,
-        use_packed_weights=use_packed_weights,
-        use_wfp4afp8_humming=use_wfp4afp8_humming,
-        enable_pdl=enable_pdl,
         activation_type=_as_int(activation_type),
-        swizzled_input_sf=swizzled_input_sf,
-        use_fused_finalize=use_fused_finalize,
         profile_ids=None if profile_ids is None else list(profile_ids),
-        workspace_buffer=workspace_buffer,
-        clamped_relu2_limit=clamped_relu2_limit,
-        situ_beta=situ_beta,
-        situ_linear_beta=situ_linear_beta,
-        backend=backend,
-        nvfp4_4over6=code_4over6,
+        nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "cutlass_fused_moe"),
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return [output] + fresh
@@ -194,91 +106,18 @@ def op(
 ) -> List[torch.Tensor]:
     """Eager body: the wrapper by keyword (enum back from int); the caller's ``output`` left out."""
     result = list(WRAPPER(
-        input=input,
-        token_selected_experts=token_selected_experts,
-        token_final_scales=token_final_scales,
-        fc1_expert_weights=fc1_expert_weights,
-        fc2_expert_weights=fc2_expert_weights,
-        output_dtype=output_dtype,
+        **OP_PARAMS,
         quant_scales=quant_scales if len(quant_scales) else None,
-        fc1_expert_biases=fc1_expert_biases,
-        fc2_expert_biases=fc2_expert_biases,
-        input_sf=input_sf,
-        swiglu_alpha=swiglu_alpha,
-        swiglu_beta=swiglu_beta,
-        swiglu_limit=swiglu_limit,
-        tp_size=tp_size,
-        tp_rank=tp_rank,
-        ep_size=ep_size,
-        ep_rank=ep_rank,
-        cluster_size=cluster_size,
-        cluster_rank=cluster_rank,
-        output=output,
-        enable_alltoall=enable_alltoall,
-        use_deepseek_fp8_block_scale=use_deepseek_fp8_block_scale,
-        use_w4_group_scaling=use_w4_group_scaling,
-        use_mxfp8_act_scaling=use_mxfp8_act_scaling,
-        min_latency_mode=min_latency_mode,
-        use_packed_weights=use_packed_weights,
-        use_wfp4afp8_humming=use_wfp4afp8_humming,
-        enable_pdl=enable_pdl,
         activation_type=ActivationType(activation_type),
-        swizzled_input_sf=swizzled_input_sf,
-        use_fused_finalize=use_fused_finalize,
-        profile_ids=profile_ids,
-        workspace_buffer=workspace_buffer,
-        clamped_relu2_limit=clamped_relu2_limit,
-        situ_beta=situ_beta,
-        situ_linear_beta=situ_linear_beta,
-        backend=backend,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return result[1:]
     return result
 
 
-def fake(
-    input,
-    token_selected_experts,
-    token_final_scales,
-    fc1_expert_weights,
-    fc2_expert_weights,
-    output_dtype,
-    quant_scales,
-    fc1_expert_biases=None,
-    fc2_expert_biases=None,
-    input_sf=None,
-    swiglu_alpha=None,
-    swiglu_beta=None,
-    swiglu_limit=None,
-    tp_size=1,
-    tp_rank=0,
-    ep_size=1,
-    ep_rank=0,
-    cluster_size=1,
-    cluster_rank=0,
-    output=None,
-    enable_alltoall=False,
-    use_deepseek_fp8_block_scale=False,
-    use_w4_group_scaling=False,
-    use_mxfp8_act_scaling=False,
-    min_latency_mode=False,
-    use_packed_weights=False,
-    use_wfp4afp8_humming=False,
-    tune_max_num_tokens=8192,
-    enable_pdl=None,
-    activation_type=3,
-    swizzled_input_sf=True,
-    use_fused_finalize=None,
-    profile_ids=None,
-    workspace_buffer=None,
-    clamped_relu2_limit=None,
-    situ_beta=None,
-    situ_linear_beta=None,
-    backend='cutlass',
-    nvfp4_4over6=-1,
-):
+def fake(**OP_PARAMS):
     """The wrapper's list without the caller's ``output`` (see the module docstring)."""
     if min_latency_mode:
         raise NotImplementedError("min latency mode not yet implemented for Blackwell.")

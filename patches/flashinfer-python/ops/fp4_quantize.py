@@ -35,6 +35,8 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+
 RELEASE = {
     # 0.6.8+: swizzled sf reshaped to (-1, round_up(K // sf_vec_size, 4)); before, (-1, K // sf_vec_size)
     "sf_padded_columns": True,
@@ -187,44 +189,10 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
     return x_q, sf
 
 
-def entry(
-    input,
-    global_scale=None,
-    sf_vec_size=16,
-    sf_use_ue8m0=False,
-    is_sf_swizzled_layout=True,
-    is_sf_8x4_layout=False,
-    is_global_scale_inversed=False,
-    enable_pdl=None,
-    backend="cuda",
-    nvfp4_4over6=-1,
-    batch_invariant=False,
-):
-    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
-    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release
-        pass
-    elif nvfp4_4over6 is None:
-        nvfp4_4over6 = 0
-    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
-        nvfp4_4over6 = -1
-    else:
-        raise TypeError(
-            "fp4patch: fp4_quantize(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
-            "a NVFP44Over6Config cannot cross the custom-op schema; "
-            "omit nvfp4_4over6 or pass None, or call fp4_quantize outside the compiled region"
-        )
+def entry(**OP_PARAMS):
     return OP(
-        input=input,
-        global_scale=global_scale,
-        sf_vec_size=sf_vec_size,
-        sf_use_ue8m0=sf_use_ue8m0,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        is_sf_8x4_layout=is_sf_8x4_layout,
-        is_global_scale_inversed=is_global_scale_inversed,
-        enable_pdl=enable_pdl,
-        backend=backend,
-        nvfp4_4over6=nvfp4_4over6,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
+        nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "fp4_quantize"),
     )
 
 
@@ -245,35 +213,14 @@ def op(
     if nvfp4_4over6 not in (-1, 0):
         raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
     x_q, sf = WRAPPER(
-        input=input,
-        global_scale=global_scale,
-        sf_vec_size=sf_vec_size,
-        sf_use_ue8m0=sf_use_ue8m0,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        is_sf_8x4_layout=is_sf_8x4_layout,
-        is_global_scale_inversed=is_global_scale_inversed,
-        enable_pdl=enable_pdl,
-        backend=backend,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
     )
     # custom_op outputs may not alias: the wrapper's transposed views are fresh tensors' views
     return x_q, sf
 
 
-def fake(
-    input,
-    global_scale=None,
-    sf_vec_size=16,
-    sf_use_ue8m0=False,
-    is_sf_swizzled_layout=True,
-    is_sf_8x4_layout=False,
-    is_global_scale_inversed=False,
-    enable_pdl=None,
-    backend="cuda",
-    nvfp4_4over6=-1,
-    batch_invariant=False,
-):
+def fake(**OP_PARAMS):
     if nvfp4_4over6 not in (-1, 0):
         raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
     if sf_vec_size != 16 and sf_vec_size != 32:

@@ -35,6 +35,8 @@ from typing import Optional
 
 import torch
 
+from ._out_gemm import _check_backend_supported, _copy_into_out, _require_out
+
 # Release data (defaults: 0.6.0 .. 0.6.15.post1), read from _check_mm_fp4_problem_size and
 # _cutlass_gemm_fp4_requirement of each release:
 #   per_token_alpha_backends: the backends that take an alpha of one scale per row of a (m elements);
@@ -47,21 +49,7 @@ RELEASE = {"per_token_alpha_backends": [], "per_token_alpha_only": "", "cutlass_
 MUTATES_ARGS = ("out",)
 
 
-def entry(
-    a,
-    b,
-    a_descale,
-    b_descale,
-    alpha=None,
-    out_dtype=torch.bfloat16,
-    out=None,
-    block_size=16,
-    use_8x4_sf_layout=False,
-    backend="auto",
-    use_nvfp4=True,
-    enable_pdl=True,
-    batch_invariant=False,
-):
+def entry(**OP_PARAMS):
     """Called while compiling with every parameter of the installed ``mm_fp4`` by keyword.
 
     Allocates ``out`` as the wrapper would when it is None, calls the op (which writes into it)
@@ -70,19 +58,7 @@ def entry(
     if out is None:
         out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=out_dtype)
     OP(
-        a=a,
-        b=b,
-        a_descale=a_descale,
-        b_descale=b_descale,
-        alpha=alpha,
-        out_dtype=out_dtype,
-        out=out,
-        block_size=block_size,
-        use_8x4_sf_layout=use_8x4_sf_layout,
-        backend=backend,
-        use_nvfp4=use_nvfp4,
-        enable_pdl=enable_pdl,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
     return out
 
@@ -103,53 +79,18 @@ def op(
     batch_invariant: bool = False,
 ) -> None:
     """The custom op's eager body: the real ``mm_fp4`` writing into ``out``."""
-    if out is None:
-        raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")
+    _require_out(out, "mm_fp4")
     result = WRAPPER(
-        a=a,
-        b=b,
-        a_descale=a_descale,
-        b_descale=b_descale,
-        alpha=alpha,
-        out_dtype=out_dtype,
-        out=out,
-        block_size=block_size,
-        use_8x4_sf_layout=use_8x4_sf_layout,
-        backend=backend,
-        use_nvfp4=use_nvfp4,
-        enable_pdl=enable_pdl,
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
     )
-    if result is not None and result is not out:
-        out.copy_(result)
+    _copy_into_out(result, out)
 
 
-def fake(
-    a,
-    b,
-    a_descale,
-    b_descale,
-    alpha=None,
-    out_dtype=torch.bfloat16,
-    out=None,
-    block_size=16,
-    use_8x4_sf_layout=False,
-    backend="auto",
-    use_nvfp4=True,
-    enable_pdl=True,
-    batch_invariant=False,
-):
+def fake(**OP_PARAMS):
     """Checks what the wrapper checks on the arguments alone; the op returns nothing."""
-    if out is None:
-        raise ValueError("fp4patch: the mm_fp4 custom op needs out= (the compiled call allocates it); call flashinfer.mm_fp4")
+    _require_out(out, "mm_fp4")
     if backend != "auto":
-        from flashinfer.utils import BackendSupportedError, get_compute_capability
-
-        major, minor = get_compute_capability(a.device)
-        capability = major * 10 + minor
-        if not WRAPPER.is_backend_supported(backend, capability):
-            extra = f" with capability {capability}" if capability else ""
-            raise BackendSupportedError(f"mm_fp4 does not support backend '{backend}'{extra}")
+        _check_backend_supported(WRAPPER, "mm_fp4", backend, a.device)
     # _check_mm_fp4_problem_size
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"mm_fp4 accepts 2d tensors, got {a.shape} and {b.shape}")

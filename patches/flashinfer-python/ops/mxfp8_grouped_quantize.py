@@ -21,32 +21,25 @@ from typing import Tuple
 
 import torch
 
+from ._grouped_quantize import _masked_mxfp8_outputs
+
 # backends: what the wrapper accepts (0.7.0-0.7.2.post1: cutile, cake; 0.7.4: cutile, cake, cuda); empty
 # where the wrapper has no ``backend`` parameter (0.6.14-0.6.18.post1).
 RELEASE = {"backends": ["cutile", "cake", "cuda"]}
 MUTATES_ARGS = ()
 
 
-def _masked_mxfp8_outputs(a, b, m, k):
-    """(x_q, sf) in the masked grouped-GEMM layout, as permuted views of contiguous buffers."""
-    padded_k = (k + 127) // 128 * 128
-    padded_m = (m + 127) // 128 * 128
-    x_q = a.new_empty((b, m, padded_k), dtype=torch.float8_e4m3fn).permute(1, 2, 0)
-    sf = a.new_empty((b, padded_m // 128, padded_k // 128, 32, 4, 4), dtype=torch.uint8)
-    return x_q, sf.permute(3, 4, 1, 5, 2, 0)
-
-
-def entry(a, mask, backend="cutile"):
+def entry(**OP_PARAMS):
     """Called while compiling: every argument crosses the schema as is."""
-    return OP(a=a, mask=mask, backend=backend)  # noqa: F821
+    return OP(**OP_PARAMS)  # noqa: F821
 
 
 def op(a: torch.Tensor, mask: torch.Tensor, backend: str = "cutile") -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly. Outputs are views of buffers the kernel entry allocated (never of an input)."""
-    return WRAPPER(a=a, mask=mask, backend=backend)  # noqa: F821
+    return WRAPPER(**OP_PARAMS)  # noqa: F821
 
 
-def fake(a, mask, backend="cutile"):
+def fake(**OP_PARAMS):
     """float8_e4m3fn ``[M, padded_K, B]`` and uint8 ``[32, 4, padded_M // 128, 4, padded_K // 128, B]`` views."""
     backends = RELEASE["backends"]  # noqa: F821 - bound per release by the renderer
     if backends and backend not in backends:

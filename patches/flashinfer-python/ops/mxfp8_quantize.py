@@ -30,24 +30,12 @@ RELEASE = {"backends": ["auto", "cuda", "cute-dsl"]}
 MUTATES_ARGS = ()
 
 
-def entry(
-    input,
-    is_sf_swizzled_layout=True,
-    alignment=32,
-    enable_pdl=None,
-    backend="auto",
-    sf_swizzle_layout=None,
-    batch_invariant=False,
-):
+def entry(**OP_PARAMS):
     """Called while compiling: ``sf_swizzle_layout`` (an ``SfLayout`` or ``None``) crosses as its value / -1."""
     return OP(  # noqa: F821
-        input=input,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        alignment=alignment,
-        enable_pdl=enable_pdl,
-        backend=backend,
-        sf_swizzle_layout=-1 if sf_swizzle_layout is None else int(sf_swizzle_layout.value),
-        batch_invariant=batch_invariant,
+        **OP_PARAMS,
+        # an int: op()'s default (-1), bound where a release lacks the parameter
+        sf_swizzle_layout=-1 if sf_swizzle_layout is None else int(getattr(sf_swizzle_layout, "value", sf_swizzle_layout)),
     )
 
 
@@ -62,25 +50,12 @@ def op(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly: ``sf_swizzle_layout`` back to ``SfLayout`` (or ``None``)."""
     return WRAPPER(  # noqa: F821
-        input=input,
-        is_sf_swizzled_layout=is_sf_swizzled_layout,
-        alignment=alignment,
-        enable_pdl=enable_pdl,
-        backend=backend,
+        **OP_PARAMS,
         sf_swizzle_layout=None if sf_swizzle_layout == -1 else SfLayout(sf_swizzle_layout),  # noqa: F821
-        batch_invariant=batch_invariant,
     )
 
 
-def fake(
-    input,
-    is_sf_swizzled_layout=True,
-    alignment=32,
-    enable_pdl=None,
-    backend="auto",
-    sf_swizzle_layout=-1,
-    batch_invariant=False,
-):
+def fake(**OP_PARAMS):
     """float8_e4m3fn ``[*input.shape[:-1], padded_K]`` and the uint8 1-D scale factors of the chosen layout."""
     backends = RELEASE["backends"]  # noqa: F821 - bound per release by the renderer
     if backends and backend not in backends:

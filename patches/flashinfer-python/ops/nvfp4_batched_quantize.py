@@ -17,44 +17,28 @@ from typing import Tuple
 
 import torch
 
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+
 # Release data: none differs between releases beyond the parameter list (nvfp4_4over6 from 0.7.1).
 RELEASE = {}
 # Tensor parameters the real call writes into.
 MUTATES_ARGS = ()
 
 
-def entry(a, a_global_sf, sf_vec_size=16, nvfp4_4over6=None):
-    """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused.
-
-    Where a release lacks the parameter, the renderer binds it to ``op()``'s default (-1): it is then an int
-    already, and ``_UNSET`` (absent from those modules) is never looked up.
-    """
-    if nvfp4_4over6 is None:
-        nvfp4_4over6_code = 0
-    elif isinstance(nvfp4_4over6, int):  # a release without the parameter: bound to op()'s default, -1
-        nvfp4_4over6_code = nvfp4_4over6
-    elif nvfp4_4over6 is _UNSET:  # noqa: F821 - the target module's own sentinel (0.7.1+, where the parameter exists)
-        nvfp4_4over6_code = -1
-    else:
-        raise TypeError(
-            "fp4patch: nvfp4_batched_quantize(nvfp4_4over6=<config>) cannot be traced by torch.compile: an "
-            "NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, or call "
-            "nvfp4_batched_quantize outside the compiled region"
-        )
-    return OP(a=a, a_global_sf=a_global_sf, sf_vec_size=sf_vec_size, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
+def entry(**OP_PARAMS):
+    """Called while compiling: ``nvfp4_4over6`` crosses as an int (``_nvfp4_4over6_code``; a config is refused)."""
+    return OP(**OP_PARAMS, nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "nvfp4_batched_quantize"))  # noqa: F821
 
 
 def op(a: torch.Tensor, a_global_sf: torch.Tensor, sf_vec_size: int = 16, nvfp4_4over6: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly: -1 / 0 back to omitted (``_UNSET``) / ``None``."""
     return WRAPPER(  # noqa: F821
-        a=a,
-        a_global_sf=a_global_sf,
-        sf_vec_size=sf_vec_size,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,  # noqa: F821
+        **OP_PARAMS,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
     )
 
 
-def fake(a, a_global_sf, sf_vec_size=16, nvfp4_4over6=-1):
+def fake(**OP_PARAMS):
     """uint8 ``[B, M, K // 2]`` and uint8 ``[B, round_up(M, 128) * round_up(K // sf_vec_size, 4)]``, contiguous."""
     b, m, k = a.shape
     torch._check(a.is_contiguous(), lambda: "self must be contiguous")

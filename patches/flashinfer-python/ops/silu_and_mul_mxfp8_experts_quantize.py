@@ -18,30 +18,23 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._grouped_quantize import _masked_mxfp8_outputs
+
 RELEASE = {}
 MUTATES_ARGS = ()
 
 
-def _masked_mxfp8_outputs(a, b, m, k):
-    """(x_q, sf) in the masked grouped-GEMM layout, as permuted views of contiguous buffers."""
-    padded_k = (k + 127) // 128 * 128
-    padded_m = (m + 127) // 128 * 128
-    x_q = a.new_empty((b, m, padded_k), dtype=torch.float8_e4m3fn).permute(1, 2, 0)
-    sf = a.new_empty((b, padded_m // 128, padded_k // 128, 32, 4, 4), dtype=torch.uint8)
-    return x_q, sf.permute(3, 4, 1, 5, 2, 0)
-
-
-def entry(a, mask, enable_pdl=None):
+def entry(**OP_PARAMS):
     """Called while compiling: every argument crosses the schema as is."""
-    return OP(a=a, mask=mask, enable_pdl=enable_pdl)  # noqa: F821
+    return OP(**OP_PARAMS)  # noqa: F821
 
 
 def op(a: torch.Tensor, mask: torch.Tensor, enable_pdl: Optional[bool] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly. Outputs are views of buffers the kernel entry allocated (never of an input)."""
-    return WRAPPER(a=a, mask=mask, enable_pdl=enable_pdl)  # noqa: F821
+    return WRAPPER(**OP_PARAMS)  # noqa: F821
 
 
-def fake(a, mask, enable_pdl=None):
+def fake(**OP_PARAMS):
     """float8_e4m3fn ``[M, padded_K, B]`` and uint8 ``[32, 4, padded_M // 128, 4, padded_K // 128, B]`` views."""
     if a.dim() != 3:
         raise ValueError("a must be a 3D tensor with shape [B, M, 2 * K]")

@@ -18,61 +18,31 @@ from typing import Tuple
 
 import torch
 
+from ._grouped_quantize import _check_grouped_nvfp4, _grouped_nvfp4_outputs
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+
 RELEASE = {}
 MUTATES_ARGS = ()
 
 
-def _grouped_nvfp4_outputs(a, l, m, k):
-    """The permuted (x_q, sf) views of the masked grouped-GEMM layout, as the kernel entry returns them."""
-    padded_m = (m + 127) // 128 * 128
-    padded_k = (k // 16 + 3) // 4 * 4
-    x_q = a.new_empty((l, m, k // 2), dtype=torch.uint8).permute(1, 2, 0)
-    sf = a.new_empty((l, padded_m // 128, padded_k // 4, 32, 4, 4), dtype=torch.float8_e4m3fn)
-    return x_q, sf.permute(3, 4, 1, 5, 2, 0)
-
-
-def entry(a, mask, a_global_sf, nvfp4_4over6=None):
-    """Called while compiling: ``nvfp4_4over6`` omitted / ``None`` cross as -1 / 0; a config is refused.
-
-    Where a release lacks the parameter, the renderer binds it to ``op()``'s default (-1): it is then an int
-    already, and ``_UNSET`` (absent from those modules) is never looked up.
-    """
-    if nvfp4_4over6 is None:
-        nvfp4_4over6_code = 0
-    elif isinstance(nvfp4_4over6, int):  # a release without the parameter: bound to op()'s default, -1
-        nvfp4_4over6_code = nvfp4_4over6
-    elif nvfp4_4over6 is _UNSET:  # noqa: F821 - the target module's own sentinel (0.7.1+, where the parameter exists)
-        nvfp4_4over6_code = -1
-    else:
-        raise TypeError(
-            "fp4patch: silu_and_mul_scaled_nvfp4_experts_quantize(nvfp4_4over6=<config>) cannot be traced by "
-            "torch.compile: an NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
-            "or call silu_and_mul_scaled_nvfp4_experts_quantize outside the compiled region"
-        )
-    return OP(a=a, mask=mask, a_global_sf=a_global_sf, nvfp4_4over6=nvfp4_4over6_code)  # noqa: F821
+def entry(**OP_PARAMS):
+    """Called while compiling: ``nvfp4_4over6`` crosses as an int (``_nvfp4_4over6_code``; a config is refused)."""
+    return OP(**OP_PARAMS, nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "silu_and_mul_scaled_nvfp4_experts_quantize"))  # noqa: F821
 
 
 def op(a: torch.Tensor, mask: torch.Tensor, a_global_sf: torch.Tensor, nvfp4_4over6: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
     """The real call, eagerly: -1 / 0 back to omitted (``_UNSET``) / ``None``. Outputs are views of fresh buffers."""
     return WRAPPER(  # noqa: F821
-        a=a,
-        mask=mask,
-        a_global_sf=a_global_sf,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,  # noqa: F821
+        **OP_PARAMS,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
     )
 
 
-def fake(a, mask, a_global_sf, nvfp4_4over6=-1):
+def fake(**OP_PARAMS):
     """Permuted views: uint8 ``[M, K // 2, L]`` and float8_e4m3fn ``[32, 4, padded_M // 128, 4, padded_K // 4, L]``."""
     l, m, k_by_2 = a.shape
     k = k_by_2 // 2
-    torch._check_with(AssertionError, k % 16 == 0, lambda: f"k must be multiple of 16, but got {k}.")
+    _check_grouped_nvfp4(k, mask, a_global_sf)
     torch._check(k_by_2 % 2 == 0, lambda: "k must be a multiple of 2")
-    torch._check(mask.dim() == 1, lambda: "Check failed: mask.ndim() == 1")
-    torch._check(a_global_sf.dim() == 1, lambda: "Check failed: input_global_scale.ndim() == 1")
-    torch._check(
-        mask.shape[0] == a_global_sf.shape[0],
-        lambda: "Check failed: mask.shape()[0] == n_experts (%s vs. %s)" % (mask.shape[0], a_global_sf.shape[0]),
-    )
     a.view(l * m, k_by_2)  # the kernel entry's own view: a non-contiguous input fails here as it does there
     return _grouped_nvfp4_outputs(a, l, m, k)

@@ -34,10 +34,12 @@ Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_o
 Rejected like the wrapper (same class and message): an ``output`` of the wrong dtype, row count or
 width; ``valid_hidden_size`` out of range. Checks the kernel makes in C++ are not mirrored.
 """
-import enum
 from typing import List, Optional
 
 import torch
+
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none
+from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
 RELEASE = {
@@ -55,19 +57,6 @@ RELEASE = {
 MUTATES_ARGS = tuple(RELEASE["mutates"])
 
 
-def _as_int(value):
-    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum an engine defines) or an int, as int.
-    return int(value.value if isinstance(value, enum.Enum) else value)
-
-
-def _int_or_none(value):
-    return None if value is None else _as_int(value)
-
-
-def _unpacked_hidden(hidden_states):
-    return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
-
-
 def _caller_weights(topk_ids):
     # the (ids, weights) form (0.7.x): unfinalized, the wrapper hands the caller's weights back
     # (FlashInfer 0.7.4 fused_moe/shared/inputs.py unpack_trtllm_moe_output; an empty weights tensor,
@@ -75,65 +64,11 @@ def _caller_weights(topk_ids):
     return topk_ids[1] if len(topk_ids) == 2 else None
 
 
-def entry(
-    topk_ids,
-    routing_bias,
-    hidden_states,
-    hidden_states_scale,
-    gemm1_weights,
-    gemm1_weights_scale,
-    gemm1_bias,
-    gemm1_alpha,
-    gemm1_beta,
-    gemm1_clamp_limit,
-    gemm2_weights,
-    gemm2_weights_scale,
-    gemm2_bias,
-    output1_scale_scalar,
-    output1_scale_gate_scalar,
-    output2_scale_scalar,
-    num_experts,
-    top_k,
-    n_group,
-    topk_group,
-    intermediate_size,
-    local_expert_offset,
-    local_num_experts,
-    routed_scaling_factor,
-    routing_method_type=0,
-    do_finalize=True,
-    enable_pdl=None,
-    gated_act_type=0,
-    activation_type=3,
-    per_token_scale=None,
-    output=None,
-    tune_max_num_tokens=8192,
-    gemm1_lora_delta=None,
-    valid_hidden_size=None,
-    valid_intermediate_size=None,
-    num_fused_shared_experts=None,
-    hidden_states_scale_layout=None,
-    workspace_buffer=None,
-    nvfp4_4over6=-1,
-    routing_metadata=None,
-):
+def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums and the tuple form to schema types, then OP.
 
     ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
     """
-    # Only "omitted" and None cross the schema (as -1 / 0); a NVFP44Over6Config cannot.
-    if isinstance(nvfp4_4over6, int):  # -1: not a parameter of this release (bound by the renderer)
-        code_4over6 = nvfp4_4over6
-    elif nvfp4_4over6 is None:
-        code_4over6 = 0
-    elif nvfp4_4over6 is _UNSET:  # the sentinel of FlashInfer 0.7.1+ (a global of this module)
-        code_4over6 = -1
-    else:
-        raise TypeError(
-            "fp4patch: trtllm_fp4_block_scale_routed_moe(nvfp4_4over6=<config>) cannot be traced by torch.compile: "
-            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None, "
-            "or call it outside the compiled region"
-        )
     if routing_metadata is not None:
         raise TypeError(
             "fp4patch: trtllm_fp4_block_scale_routed_moe(routing_metadata=...) cannot be traced by torch.compile: "
@@ -141,44 +76,15 @@ def entry(
             "or call it outside the compiled region"
         )
     fresh = list(OP(
+        **OP_PARAMS,
         topk_ids=[topk_ids] if isinstance(topk_ids, torch.Tensor) else list(topk_ids),
-        routing_bias=routing_bias,
-        hidden_states=hidden_states,
-        hidden_states_scale=hidden_states_scale,
-        gemm1_weights=gemm1_weights,
-        gemm1_weights_scale=gemm1_weights_scale,
-        gemm1_bias=gemm1_bias,
-        gemm1_alpha=gemm1_alpha,
-        gemm1_beta=gemm1_beta,
-        gemm1_clamp_limit=gemm1_clamp_limit,
-        gemm2_weights=gemm2_weights,
-        gemm2_weights_scale=gemm2_weights_scale,
-        gemm2_bias=gemm2_bias,
-        output1_scale_scalar=output1_scale_scalar,
-        output1_scale_gate_scalar=output1_scale_gate_scalar,
-        output2_scale_scalar=output2_scale_scalar,
-        num_experts=num_experts,
-        top_k=top_k,
-        n_group=n_group,
-        topk_group=topk_group,
-        intermediate_size=intermediate_size,
-        local_expert_offset=local_expert_offset,
-        local_num_experts=local_num_experts,
-        routed_scaling_factor=routed_scaling_factor,
         routing_method_type=_as_int(routing_method_type),
-        do_finalize=do_finalize,
-        enable_pdl=enable_pdl,
         gated_act_type=_as_int(gated_act_type),
         activation_type=_as_int(activation_type),
-        per_token_scale=per_token_scale,
-        output=output,
-        gemm1_lora_delta=gemm1_lora_delta,
-        valid_hidden_size=valid_hidden_size,
-        valid_intermediate_size=valid_intermediate_size,
-        num_fused_shared_experts=num_fused_shared_experts,
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
-        workspace_buffer=workspace_buffer,
-        nvfp4_4over6=code_4over6,
+        nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_routed_moe"),
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:
         return [output] + fresh
@@ -231,44 +137,12 @@ def op(
 ) -> List[torch.Tensor]:
     """Eager body: the wrapper by keyword (enums and the tuple form back); the caller's tensors left out."""
     result = list(WRAPPER(
+        **OP_PARAMS,
         topk_ids=topk_ids[0] if len(topk_ids) == 1 else (topk_ids[0], topk_ids[1]),
-        routing_bias=routing_bias,
-        hidden_states=hidden_states,
-        hidden_states_scale=hidden_states_scale,
-        gemm1_weights=gemm1_weights,
-        gemm1_weights_scale=gemm1_weights_scale,
-        gemm1_bias=gemm1_bias,
-        gemm1_alpha=gemm1_alpha,
-        gemm1_beta=gemm1_beta,
-        gemm1_clamp_limit=gemm1_clamp_limit,
-        gemm2_weights=gemm2_weights,
-        gemm2_weights_scale=gemm2_weights_scale,
-        gemm2_bias=gemm2_bias,
-        output1_scale_scalar=output1_scale_scalar,
-        output1_scale_gate_scalar=output1_scale_gate_scalar,
-        output2_scale_scalar=output2_scale_scalar,
-        num_experts=num_experts,
-        top_k=top_k,
-        n_group=n_group,
-        topk_group=topk_group,
-        intermediate_size=intermediate_size,
-        local_expert_offset=local_expert_offset,
-        local_num_experts=local_num_experts,
-        routed_scaling_factor=routed_scaling_factor,
-        routing_method_type=routing_method_type,
-        do_finalize=do_finalize,
-        enable_pdl=enable_pdl,
-        gated_act_type=gated_act_type,
-        activation_type=activation_type,
-        per_token_scale=per_token_scale,
-        output=output,
-        gemm1_lora_delta=gemm1_lora_delta,
-        valid_hidden_size=valid_hidden_size,
-        valid_intermediate_size=valid_intermediate_size,
-        num_fused_shared_experts=num_fused_shared_experts,
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
-        workspace_buffer=workspace_buffer,
-        nvfp4_4over6=_UNSET if nvfp4_4over6 == -1 else None,
+        nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
+        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:
         return result[1:]
@@ -277,97 +151,11 @@ def op(
     return result
 
 
-def fake(
-    topk_ids,
-    routing_bias,
-    hidden_states,
-    hidden_states_scale,
-    gemm1_weights,
-    gemm1_weights_scale,
-    gemm1_bias,
-    gemm1_alpha,
-    gemm1_beta,
-    gemm1_clamp_limit,
-    gemm2_weights,
-    gemm2_weights_scale,
-    gemm2_bias,
-    output1_scale_scalar,
-    output1_scale_gate_scalar,
-    output2_scale_scalar,
-    num_experts,
-    top_k,
-    n_group,
-    topk_group,
-    intermediate_size,
-    local_expert_offset,
-    local_num_experts,
-    routed_scaling_factor,
-    routing_method_type=0,
-    do_finalize=True,
-    enable_pdl=None,
-    gated_act_type=0,
-    activation_type=3,
-    per_token_scale=None,
-    output=None,
-    tune_max_num_tokens=8192,
-    gemm1_lora_delta=None,
-    valid_hidden_size=None,
-    valid_intermediate_size=None,
-    num_fused_shared_experts=None,
-    hidden_states_scale_layout=None,
-    workspace_buffer=None,
-    nvfp4_4over6=-1,
-    routing_metadata=None,
-):
+def fake(**OP_PARAMS):
     """The wrapper's outputs without the caller's tensors (see the module docstring)."""
     if len(topk_ids) == 2 and not RELEASE["tuple_topk_ids"]:
         raise AttributeError("'tuple' object has no attribute 'dtype'")
-    num_tokens = hidden_states.shape[0]
-    hidden = _unpacked_hidden(hidden_states)
-    if valid_hidden_size is not None:
-        torch._check_with(ValueError, valid_hidden_size > 0, lambda: f"valid_hidden_size must be positive, got {valid_hidden_size}")
-        padded = (valid_hidden_size + 127) // 128 * 128
-        torch._check_with(
-            ValueError,
-            padded <= hidden,
-            lambda: f"roundUp(valid_hidden_size, 128) must be <= padded hidden_size, got {padded} > {hidden}",
-        )
-        if not do_finalize:
-            torch._check_with(
-                ValueError,
-                padded == hidden,
-                lambda: "valid_hidden_size is not supported with do_finalize=False unless "
-                f"roundUp(valid_hidden_size, 128) == hidden_size; got valid_hidden_size={valid_hidden_size}, "
-                f"roundUp={padded}, hidden_size={hidden}",
-            )
-    width = hidden if valid_hidden_size is None else valid_hidden_size
-    if not do_finalize and RELEASE["unfinalized_needs_tokens"]:
-        torch._check_with(
-            RuntimeError,
-            num_tokens != 0,
-            lambda: "from_dlpack received an invalid capsule. Note that DLTensor capsules can be consumed only once, "
-            "so you might have already constructed a tensor from it once.",
-        )
-    if output is not None and (do_finalize or RELEASE["output_checked_unfinalized"]):
-        if output.dtype != torch.bfloat16:
-            raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
-        torch._check_with(
-            AssertionError,
-            output.shape[0] == num_tokens,
-            lambda: f"output.shape[0]={output.shape[0]} must be equal to {num_tokens}",
-        )
-        torch._check_with(
-            AssertionError,
-            output.shape[1] <= hidden,
-            lambda: f"output.shape[1]={output.shape[1]} must be less than or equal to {hidden}",
-        )
-        if valid_hidden_size is not None:
-            torch._check_with(
-                ValueError,
-                output.shape[1] == valid_hidden_size,
-                lambda: "output.shape[1] must equal valid_hidden_size="
-                f"{valid_hidden_size} when valid_hidden_size is provided, got {output.shape[1]}",
-            )
+    num_tokens, hidden, width = _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, RELEASE)
     experts_per_token = top_k + (num_fused_shared_experts or 0)
     expanded = hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32)
     lora = []

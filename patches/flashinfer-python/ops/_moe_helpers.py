@@ -1,0 +1,66 @@
+"""Shared helpers of the MoE op sources (``trtllm_fp4_block_scale_moe``, ``trtllm_fp4_block_scale_routed_moe``,
+``cutlass_fused_moe``).
+
+Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+here into its rendered block, so nothing installed imports this file.
+"""
+import enum
+
+import torch
+
+
+def _as_int(value):
+    # An enum member (IntEnum on 0.6.x/0.7.x, or a plain Enum an engine defines) or an int, as int.
+    return int(value.value if isinstance(value, enum.Enum) else value)
+
+
+def _int_or_none(value):
+    return None if value is None else _as_int(value)
+
+
+def _unpacked_hidden(hidden_states):
+    return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
+
+
+def _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, release):
+    """The TRT-LLM-Gen FP4 MoE wrappers' checks on output / valid_hidden_size; (num_tokens, hidden, width)."""
+    # Same class and message as flashinfer/fused_moe/core.py (trtllm_fp4_block_scale_moe_op) of 0.6.0 and
+    # 0.7.4 and flashinfer/fused_moe/shared/inputs.py of 0.7.4. release: the op source's RELEASE
+    # (unfinalized_needs_tokens, output_checked_unfinalized). hidden: the unpacked hidden size; width: the
+    # finalized output's (valid_hidden_size when given).
+    num_tokens = hidden_states.shape[0]
+    hidden = _unpacked_hidden(hidden_states)
+    if valid_hidden_size is not None:
+        torch._check_with(ValueError, valid_hidden_size > 0, lambda: f"valid_hidden_size must be positive, got {valid_hidden_size}")
+        padded = (valid_hidden_size + 127) // 128 * 128
+        torch._check_with(
+            ValueError, padded <= hidden, lambda: f"roundUp(valid_hidden_size, 128) must be <= padded hidden_size, got {padded} > {hidden}"
+        )
+        if not do_finalize:
+            torch._check_with(
+                ValueError,
+                padded == hidden,
+                lambda: "valid_hidden_size is not supported with do_finalize=False unless "
+                f"roundUp(valid_hidden_size, 128) == hidden_size; got valid_hidden_size={valid_hidden_size}, "
+                f"roundUp={padded}, hidden_size={hidden}",
+            )
+    if not do_finalize and release["unfinalized_needs_tokens"]:
+        torch._check_with(
+            RuntimeError,
+            num_tokens != 0,
+            lambda: "from_dlpack received an invalid capsule. Note that DLTensor capsules can be consumed only once, "
+            "so you might have already constructed a tensor from it once.",
+        )
+    if output is not None and (do_finalize or release["output_checked_unfinalized"]):
+        if output.dtype != torch.bfloat16:
+            raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
+        rows, width = output.shape[0], output.shape[1]
+        torch._check_with(AssertionError, rows == num_tokens, lambda: f"output.shape[0]={rows} must be equal to {num_tokens}")
+        torch._check_with(AssertionError, width <= hidden, lambda: f"output.shape[1]={width} must be less than or equal to {hidden}")
+        if valid_hidden_size is not None:
+            torch._check_with(
+                ValueError,
+                width == valid_hidden_size,
+                lambda: f"output.shape[1] must equal valid_hidden_size={valid_hidden_size} when valid_hidden_size is provided, got {width}",
+            )
+    return num_tokens, hidden, hidden if valid_hidden_size is None else valid_hidden_size
