@@ -88,6 +88,10 @@ class CustomOpTarget:
         spec_id / versions: provenance written in the rendered block's header comment.
         helpers: text of each shared helper module the source imports (``from ._module import _name``),
             by module name (``"_module"``); :func:`read_helpers` reads them beside the op source.
+        callers: other functions of the wrapper's module that call it and carry FlashInfer's API
+            wrappers (``nvfp4_quantize`` and ``mxfp4_quantize`` call ``fp4_quantize``): while
+            compiling, Dynamo enters their undecorated bodies too (``@flashinfer_api`` with
+            ``FLASHINFER_LOGLEVEL > 0`` cannot be traced); eager calls keep the wrappers.
     """
 
     function: str
@@ -99,6 +103,7 @@ class CustomOpTarget:
     spec_id: str = ""
     versions: str = ""
     helpers: dict[str, str] = field(default_factory=dict)
+    callers: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- #
@@ -416,7 +421,8 @@ def render(target: CustomOpTarget) -> Rendered:
             cst.EmptyLine(comment=cst.Comment("# Only the registration runs at import; eager calls run the original code after one check.")),
         ],
     )
-    tail = cst.parse_module(_TAIL.format(fn=fn))
+    callers = "".join(f"    {c} = _fp4patch_{fn}_bypass_api_wrappers({c})  # calls {fn}\n" for c in target.callers)
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=callers))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -439,15 +445,36 @@ _fp4patch_{fn}_entry = _fp4patch_register_{fn}()
 _fp4patch_{fn}_is_compiling = torch.compiler.is_compiling if _fp4patch_{fn}_entry is not None else bool
 
 
+_fp4patch_{fn}_undecorated = {{}}
+
+
 def _fp4patch_{fn}_bypass_api_wrappers(fn):
-    # Dynamo cannot trace @flashinfer_api's logging wrapper (FLASHINFER_LOGLEVEL > 0) nor the
-    # fi_trace dump wrapper (FLASHINFER_TRACE_DUMP=1): while compiling, enter the undecorated
-    # function, whose first statement redirects to the custom op. Eager calls keep the wrappers.
+    # Dynamo cannot trace @flashinfer_api's logging wrapper (FLASHINFER_LOGLEVEL > 0), the
+    # fi_trace dump wrapper (FLASHINFER_TRACE_DUMP=1) nor @backend_requirement's checks: while
+    # compiling, enter the undecorated function, whose first statement redirects to the custom op.
+    # torch.compiler.substitute_in_graph (torch >= 2.5) tells Dynamo to trace that in fn's place,
+    # so eager calls go through the wrappers exactly as before, without an extra frame (the
+    # function is looked up in a module-level dict so that Dynamo reads its defaults, such as
+    # FlashInfer's _UNSET sentinel, from a source); older torch gets a wrapper that checks
+    # torch.compiler.is_compiling() first.
     inner = fn
     while getattr(inner, "__wrapped__", None) is not None:
         inner = inner.__wrapped__
     if inner is fn:
         return fn
+    substitute = getattr(torch.compiler, "substitute_in_graph", None)
+    if substitute is not None:
+        name = inner.__name__
+        _fp4patch_{fn}_undecorated[name] = inner
+
+        def _fp4patch_undecorated_call(*args, **kwargs):
+            return _fp4patch_{fn}_undecorated[name](*args, **kwargs)
+
+        try:
+            substitute(fn, skip_signature_check=True)(_fp4patch_undecorated_call)
+            return fn
+        except (TypeError, ValueError):  # already registered (a second copy of the module): wrap
+            pass
     import functools
 
     @functools.wraps(fn)
@@ -465,7 +492,7 @@ def _fp4patch_{fn}_bypass_api_wrappers(fn):
 
 if _fp4patch_{fn}_entry is not None:
     {fn} = _fp4patch_{fn}_bypass_api_wrappers({fn})
-'''
+{callers}'''
 
 
 def plain_source(source: str, helpers: dict[str, str] | None = None) -> str:

@@ -32,7 +32,7 @@ OPERATION_FIELDS = {
     "replace-function-body": set(),
     "append-to-module": {"position"},
     "rewrite-call-arguments": {"call", "from", "to"},
-    "custom-op": {"op-source", "params", "defaults", "release"},
+    "custom-op": {"op-source", "params", "defaults", "release", "callers"},
 }
 NEEDS_FUNCTION = {"add-decorator", "insert-at-function-start", "replace-function-body", "custom-op"}
 NEEDS_CODE = {"insert-at-function-start", "replace-function-body", "append-to-module"}
@@ -449,6 +449,9 @@ class _SpecBuilder:
             tables[key] = value
         if not all(isinstance(v, str) for v in tables["defaults"].values()):
             raise self.fail(self.lines.key("defaults", line), "'defaults' values must be Python expressions as strings (e.g. backend = \"'auto'\")")
+        callers = table.get("callers", [])
+        if not isinstance(callers, list) or not all(isinstance(c, str) and c.isidentifier() for c in callers):
+            raise self.fail(self.lines.key("callers", line), "'callers' must be a list of function names of the wrapper's module")
         try:
             helpers = read_helpers(source, source_path.parent)  # shared helper modules beside it (ast only)
         except OpSourceError as exc:
@@ -463,6 +466,7 @@ class _SpecBuilder:
             spec_id=str(self.data.get("id", "")),
             versions=self._target_versions,
             helpers=helpers,
+            callers=tuple(callers),
         )
         try:
             check_op_source(target)
