@@ -1,13 +1,14 @@
 """Fresh interpreters for the tests' child scripts, forked from one that has already imported torch.
 
 Most checks of this suite run a script in a fresh interpreter that imports torch and FlashInfer
-from an unpacked release (``python -c SCRIPT PARAMS``). Importing ``torch`` and ``torch._dynamo``
-costs about 4 CPU-seconds each time, and the suite starts a few hundred such interpreters: on
-the 2-core CI machine that import alone was a third of ``make test``.
+from an unpacked release (``python -c SCRIPT PARAMS``). Importing ``torch`` costs about 3
+CPU-seconds each time, and the suite starts a few hundred such interpreters.
 
 :func:`run_python` runs ``[sys.executable, *args]`` as :func:`subprocess.run` would, but, where
 it can, in a process forked from a server interpreter (one per pytest worker, started on first
-use) that imported torch and nothing of FlashInfer or fp4patch: the child gets its own ``cwd``,
+use) that imported torch and nothing else — not ``torch._dynamo``, which captures functions such
+as ``torch.cuda.get_device_capability`` when it is imported (``device_interface``), after the
+children have stubbed them; nothing of FlashInfer or fp4patch: the child gets its own ``cwd``,
 environment, ``sys.argv``, ``sys.path`` (``PYTHONPATH`` entries first, as at start-up), stdout
 and stderr, so a script cannot tell the difference — except for what torch reads from the
 environment when it is imported. A request whose environment differs from the server's in any
@@ -38,7 +39,7 @@ HONOURED = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
 # answering with the child's pid, then its exit status. Runs as `python -c SERVER`.
 SERVER = r'''
 import json, os, runpy, sys, traceback, types
-import torch, torch._dynamo, torch._subclasses.fake_tensor, torch.fx.experimental.symbolic_shapes  # noqa: F401
+import torch  # noqa: F401 (only torch: what Dynamo sets up on import may depend on stubs a child installs first)
 BASE_PATH = [p for p in sys.path[1:]]
 
 def child(req):

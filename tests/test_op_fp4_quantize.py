@@ -32,7 +32,9 @@ def _entry_and_op(target):
     import torch
 
     (rendered,) = target.custom_ops
-    namespace = {"torch": torch, "fp4_quantize": lambda **kwargs: None, "_UNSET": object()}
+    # stand-ins for the module's functions the block names: the wrapper and its callers (the spec's `callers`)
+    stand_in = {name: (lambda **kwargs: None) for name in ("fp4_quantize", "nvfp4_quantize", "mxfp4_quantize")}
+    namespace = {"torch": torch, "_UNSET": object(), **stand_in}
     (op_block,) = [op.code for op in target.operations if op.kind == "append-to-module"]
     exec(compile(op_block, f"<{rendered.op_name}>", "exec", dont_inherit=True), namespace)
     entry = namespace["_fp4patch_fp4_quantize_entry"]
