@@ -227,4 +227,4 @@ def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
     (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
-    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras"' in run
+    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive"' in run
