@@ -8,7 +8,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from .base import OpCheck, OpState, Operation, is_docstring, parse_statements, statements_key
+from .base import OpCheck, OpState, Operation, is_docstring, parse_statements, statement_key
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 
@@ -36,7 +36,7 @@ class AppendToModule(Operation):
 
     def __post_init__(self) -> None:
         self._statements = parse_statements(self.code)
-        self._key = statements_key(self._statements)
+        self._keys = [statement_key(s) for s in self._statements]
 
     def describe(self) -> str:
         return f"append-to-module ({self.position})"
@@ -51,8 +51,9 @@ class AppendToModule(Operation):
         body = list(module.body)
         first = _shape(self._statements[0])
         for i in range(len(body) - n + 1):
-            # cheap structural prefilter (statement type and name) before the AST comparison
-            if _shape(body[i]) == first and statements_key(body[i : i + n]) == self._key:
+            # cheap structural prefilter (statement type and name) before the AST comparison,
+            # statement by statement: a run that differs early costs one statement's key
+            if _shape(body[i]) == first and all(statement_key(body[i + j]) == key for j, key in enumerate(self._keys)):
                 return i
         return -1
 

@@ -64,6 +64,22 @@ def statements_key(statements: Sequence[cst.BaseStatement]) -> str:
     return ast_key(cst.Module(body=list(statements)).code)
 
 
+#: statement_key's results by node identity; the node is kept with its key, so an id is never reused
+_STATEMENT_KEYS: dict[int, tuple[cst.BaseStatement, str]] = {}
+
+
+def statement_key(statement: cst.BaseStatement) -> str:
+    """:func:`statements_key` of one module-level statement, computed once per node.
+
+    libcst trees are immutable and a transform keeps the nodes it does not change, so the
+    statements of a module keep their identity from one operation to the next within a command.
+    """
+    cached = _STATEMENT_KEYS.get(id(statement))
+    if cached is None or cached[0] is not statement:
+        cached = _STATEMENT_KEYS[id(statement)] = (statement, statements_key([statement]))
+    return cached[1]
+
+
 def expression_key(expression: cst.BaseExpression) -> str:
     """Structural identity of one expression."""
     return ast.dump(ast.parse(cst.Module(body=[]).code_for_node(expression), mode="eval"))
