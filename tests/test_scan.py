@@ -154,7 +154,8 @@ after = "def mm_fp4(a):\\n    _fp4patch_test_double = None\\n    return a\\n"
         encoding="utf-8",
     )
     site = linked_site("0.6.0")
-    common = ("--site-packages", str(site), "--specs-dir", str(specs))
+    # fp4_quantize's spec and the test double: the scan covers the functions of the applied specs
+    common = ("--site-packages", str(site), "--specs-dir", str(specs), "--spec", "fp4-quantize-fullgraph", "--spec", "mm-fp4-fullgraph")
     run_cli("apply", *common, check=True)
     done = run_cli("verify", "--trace", *common, "--json")
     payload = json.loads(done.stdout)
@@ -162,8 +163,8 @@ after = "def mm_fp4(a):\\n    _fp4patch_test_double = None\\n    return a\\n"
     assert all(c["passed"] for c in payload["trace"])  # fp4_quantize's cases pass ...
     functions = {r["name"]: r for r in payload["trace_functions"]}
     mm = {"mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"}
-    assert {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize", "bmm_fp8"} | mm <= set(functions)
-    # every function of the other default specs (fp4_quantize's family, the quantizers, bmm_fp8, MoE) still passes
+    assert {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"} | mm == set(functions)
+    # fp4_quantize's family (the other applied spec) still passes
     assert all(r["passed"] for n, r in functions.items() if n not in mm), [n for n, r in functions.items() if not r["passed"]]
     for name in ("mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"):
         assert_wall_named(site, functions[name])

@@ -130,8 +130,8 @@ def _kernel_params(source: str) -> list[str]:
 # verify --trace: the three states of fp4_quantize under fullgraph
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("version", VERSIONS)
-def test_unpatched_fails_on_thread_lock(linked_site, version: str) -> None:
-    site = linked_site(version)
+def test_unpatched_fails_on_thread_lock(tmp_path_factory, version: str) -> None:
+    site = release_site(version, tmp_path_factory, bytecode=True)
     # --applicable: the specs only have to be applicable, so the exit code is the trace's alone
     code, payload = verify_trace(site, "--applicable")
     states = {s["id"]: s["state"] for s in payload["specs"]}
@@ -149,9 +149,8 @@ def test_unpatched_fails_on_thread_lock(linked_site, version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_compiler_disable_fails_on_disabled_function(linked_site, version: str) -> None:
-    site = linked_site(version)
-    apply(site, DISABLE)
+def test_compiler_disable_fails_on_disabled_function(tmp_path_factory, version: str) -> None:
+    site = applied_site(version, tmp_path_factory, DISABLE)
     code, payload = verify_trace(site, "--spec", DISABLE)
     assert [(s["id"], s["state"]) for s in payload["specs"]] == [(DISABLE, "applied")]
     assert code == 1 and payload["ok"] is False
@@ -475,10 +474,10 @@ def test_eager_call_does_not_go_through_the_op(tmp_path_factory, version: str) -
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_redirect_is_first_after_docstring_and_the_rest_unchanged(linked_site, version: str) -> None:
-    site = linked_site(version)
-    original = _function(ast.parse((site / FP4_FILE[version]).read_text(encoding="utf-8")), "fp4_quantize")
-    apply(site)
+def test_redirect_is_first_after_docstring_and_the_rest_unchanged(tmp_path_factory, version: str) -> None:
+    pristine = release_site(version, tmp_path_factory, bytecode=True)
+    original = _function(ast.parse((pristine / FP4_FILE[version]).read_text(encoding="utf-8")), "fp4_quantize")
+    site = applied_site(version, tmp_path_factory)
     patched = _function(ast.parse((site / FP4_FILE[version]).read_text(encoding="utf-8")), "fp4_quantize")
 
     (redirect_op,) = [op for op in _fullgraph_target_ops(version).operations if op.kind == "insert-at-function-start"]

@@ -25,7 +25,7 @@ from fp4patch.environment import find_distribution, from_site_packages
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR, applied_site, release_site
-from .test_trace_fullgraph import COMMON, FULLGRAPH, MARK, _child, _kernel_params
+from .test_trace_fullgraph import COMMON, FULLGRAPH, KEYWORDS, MARK, _child, _kernel_params
 
 SPEC = "flashinfer-fp4-quantize-op-keywords"
 FILE = "flashinfer/quantization/fp4_quantization.py"
@@ -57,7 +57,7 @@ def test_upstream_op_reaches_the_kernel_with_enable_pdl(tmp_path_factory, versio
     assert pristine["through_op"]["enable_pdl"] == "<auto-pdl>", pristine
     assert pristine["direct"]["enable_pdl"] is True and pristine["direct"]["is_global_scale_inversed"] is False, pristine
 
-    site = applied_site(version, tmp_path_factory)  # the default specs: this one and fp4-quantize-fullgraph patch the same file
+    site = applied_site(version, tmp_path_factory, FULLGRAPH, KEYWORDS)  # both patch the same file
     patched = _run(site, version)
     assert patched["calls"] == 2
     assert patched["through_op"]["is_global_scale_inversed"] is False, patched
