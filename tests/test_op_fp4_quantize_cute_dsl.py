@@ -25,9 +25,8 @@ import json
 
 import pytest
 
-from .conftest import REPO, release_params, release_site
+from .conftest import REPO, applied_site, release_params, release_site
 from .test_op_fp4_quantize import TARGETS, _entry_and_op
-from .conftest import applied_site
 from .test_trace_fullgraph import MARK, OP, _child
 
 pytestmark = [

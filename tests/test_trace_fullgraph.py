@@ -36,10 +36,9 @@ from fp4patch.spec import load_specs
 from fp4patch.trace import entries_for_specs
 from fp4patch.trace_probe import build_cases
 
-from .python_forkserver import child_json
-
 from . import conftest
 from .conftest import SPECS_DIR, applied_site, release_site, run_cli
+from .python_forkserver import child_json
 
 pytestmark = [
     pytest.mark.torch,

@@ -8,7 +8,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from .base import OpCheck, OpState, Operation, is_docstring, parse_statements, statement_key
+from .base import OpCheck, Operation, OpState, is_docstring, parse_statements, statement_key
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 
