@@ -236,13 +236,18 @@ def github_annotations(
     prefix: str = "",
     specs: Mapping[str, Any] | None = None,
     functions: list[dict[str, Any]] | None = None,
+    interrupted: str | None = None,
 ) -> None:
     """GitHub Actions workflow commands on stdout: a ``::notice`` per passing spec; per failing
     spec one ``::error`` at the spec file's target line and one at the upstream function's line
     (``specs`` maps ids to :class:`fp4patch.spec.Spec` for those; required when one fails), and an
     ``::error`` per failed trace case and per patched function of the scan that does not compile
-    (``functions``)."""
+    (``functions``). ``interrupted`` (:meth:`fp4patch.engine.Engine.interrupted`: an interrupted
+    apply, stale bytecode) is an ``::error`` of its own, first: verify fails on it even when every
+    spec passes."""
     ok_states = set(ok_states)
+    if interrupted:
+        print(f"::error title=fp4patch verify failed::{escape_annotation(prefix + interrupted)}")
 
     def where(path: Path) -> str:
         relative = os.path.relpath(path)
@@ -325,7 +330,7 @@ def verify_output(
             payload["trace_functions"] = functions
         print(json.dumps(payload, indent=2))
     elif output == "github":
-        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions)
+        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions, interrupted=interrupted)
     elif not quiet:
         color = use_color()
         lines = [f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}"]

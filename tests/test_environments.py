@@ -178,6 +178,9 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
             last = verify.stdout.splitlines()[-1]
             assert last.startswith("verify: failed — ") and f"{pyc}: unchecked-hash bytecode" in last, verify.stdout
             assert "see above" not in verify.stdout
+        if extra == ("--format", "github"):  # a CI run shows annotations: one must say why it failed
+            errors = [ln for ln in verify.stdout.splitlines() if ln.startswith("::error")]
+            assert errors and any("unchecked-hash bytecode" in ln for ln in errors), verify.stdout
     assert json.loads(run_cli("verify", *BOTH, "--python", str(python), "--json", env=env).stdout)["ok"] is False
 
     done = run_cli("apply", *BOTH, "--python", str(python), env=env)
