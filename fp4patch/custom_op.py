@@ -421,7 +421,10 @@ def render(target: CustomOpTarget) -> Rendered:
             cst.EmptyLine(comment=cst.Comment("# Only the registration runs at import; eager calls run the original code after one check.")),
         ],
     )
-    callers = "".join(f"    {c} = _fp4patch_{fn}_bypass_api_wrappers({c})  # calls {fn}\n" for c in target.callers)
+    # a caller missing from a release must not break the module's import (a NameError would break eager use too)
+    callers = "".join(
+        f"    if {c!r} in globals():  # calls {fn}\n        {c} = _fp4patch_{fn}_bypass_api_wrappers({c})\n" for c in target.callers
+    )
     tail = cst.parse_module(_TAIL.format(fn=fn, callers=callers))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.

@@ -106,3 +106,17 @@ def test_compiled_call_with_symbolic_m_is_one_graph_with_one_op_node(mode: str) 
     assert [str(n.target) for n in calls] == [str(op)]
     placeholder = next(n for n in graphs[0].graph.nodes if n.op == "placeholder" and isinstance(n.meta["example_value"], torch.Tensor))
     assert not isinstance(placeholder.meta["example_value"].shape[0], int), "M must stay symbolic"
+
+
+def test_a_caller_missing_from_the_module_does_not_break_its_import() -> None:
+    """The spec's ``callers`` (nvfp4_quantize, mxfp4_quantize) are bypassed only where the module
+    defines them: a release without one must still import (a NameError there breaks eager use too)."""
+    import torch
+
+    target = TARGETS[-1]
+    (op_block,) = [op.code for op in target.operations if op.kind == "append-to-module"]
+    assert "nvfp4_quantize = _fp4patch_fp4_quantize_bypass_api_wrappers(nvfp4_quantize)" in op_block
+    namespace = {"torch": torch, "_UNSET": object(), "fp4_quantize": lambda **kwargs: None}
+    exec(compile(op_block, "<block without callers>", "exec", dont_inherit=True), namespace)  # noqa: S102
+    assert namespace["_fp4patch_fp4_quantize_entry"] is not None
+    assert "nvfp4_quantize" not in namespace and "mxfp4_quantize" not in namespace
