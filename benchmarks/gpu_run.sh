@@ -7,13 +7,7 @@
 set -uo pipefail
 out=${1:?OUTDIR}; rounds=${2:-61}
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $(ls .whl/*.whl | grep -v flashinfer_python) || exit 3
-for copy in unpatched patched; do
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/$copy .whl/flashinfer_python-*.whl || exit 3
-done
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
-python3 -m fp4patch apply --site-packages /tmp/patched 2>&1 | tail -3
+source "$(dirname "$0")/gpu_install.sh"
 python3 -m fp4patch verify --site-packages /tmp/patched 2>&1 | tail -20
 # first calls JIT-build FlashInfer's modules into ~/.cache/flashinfer (shared by both copies)
 PYTHONPATH=/tmp/patched:/tmp/site timeout 900 python3 -m fp4patch verify --opcheck --json --site-packages /tmp/patched > "$out/opcheck.json" 2> "$out/opcheck.err"
