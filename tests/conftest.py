@@ -170,9 +170,12 @@ def site_060(site_factory) -> Path:
 
 
 def run_cli(*args: str, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m fp4patch ARGS`` in a subprocess (NO_COLOR, wide terminal)."""
+    """Run ``python -m fp4patch ARGS`` in a fresh process (NO_COLOR, wide terminal), forked from
+    a server that has imported the CLI's modules where ``env`` allows (see python_forkserver)."""
+    from .python_forkserver import CLI, run_python
+
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
-    done = subprocess.run([sys.executable, "-m", "fp4patch", *args], capture_output=True, text=True, env=full_env, cwd=REPO)
+    done = run_python(["-m", "fp4patch", *args], env=full_env, cwd=REPO, preload=CLI)
     if check and done.returncode != 0:
         raise AssertionError(f"fp4patch {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done

@@ -11,10 +11,17 @@ as ``torch.cuda.get_device_capability`` when it is imported (``device_interface`
 children have stubbed them; nothing of FlashInfer or fp4patch: the child gets its own ``cwd``,
 environment, ``sys.argv``, ``sys.path`` (``PYTHONPATH`` entries first, as at start-up), stdout
 and stderr, so a script cannot tell the difference — except for what torch reads from the
-environment when it is imported. A request whose environment differs from the server's in any
+environment when it is imported. A request whose environment differs from this process's in any
 variable torch or the interpreter reads at start-up (``TORCH*``, ``PYTORCH*``, ``CUDA*``,
 ``PYTHON*`` other than ``PYTHONPATH``/``PYTHONDONTWRITEBYTECODE``, ``OMP_*``, ``MKL_*``), or
-that passes interpreter options (``-O``, ``-I``, ``-m`` ...), runs in a real new interpreter.
+that passes interpreter options (``-O``, ``-I``, ``-X`` ...), runs in a real new interpreter.
+Servers start with this process's environment; when a test changes one of those variables in
+``os.environ`` for good, the next request starts a server that has it.
+
+The tests' ``python -m fp4patch`` runs (about 550 per suite, :func:`conftest.run_cli`) come from
+a second server that imported what the CLI imports (typer, rich, libcst, packaging, fp4patch —
+about 0.9 CPU-seconds a run) and neither torch nor FlashInfer, which the CLI never imports.
+Tests that look at what the CLI imports, or at its start-up, run a real interpreter.
 
 ``FP4PATCH_TEST_FORKSERVER=0`` turns the server off (every child a new interpreter, as before).
 """
@@ -38,8 +45,9 @@ HONOURED = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
 # The server: imports torch once, then forks a child per request read from stdin (one JSON line),
 # answering with the child's pid, then its exit status. Runs as `python -c SERVER`.
 SERVER = r'''
-import json, os, runpy, sys, traceback, types
-import torch  # noqa: F401 (only torch: what Dynamo sets up on import may depend on stubs a child installs first)
+import importlib, json, os, runpy, sys, traceback, types
+for name in json.loads(sys.argv[1]):  # the preload: modules every child would import first
+    importlib.import_module(name)
 BASE_PATH = [p for p in sys.path[1:]]
 
 def child(req):
@@ -52,6 +60,9 @@ def child(req):
     if argv[0] == "-c":
         sys.argv = ["-c", *argv[2:]]
         first = ""
+    elif argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]  # runpy puts the module's path in argv[0]
+        first = os.getcwd()  # as `python -m`: the working directory first on sys.path
     else:
         sys.argv = list(argv)
         first = os.path.dirname(os.path.realpath(argv[0]))
@@ -70,6 +81,8 @@ def child(req):
             main.__dict__["__builtins__"] = __builtins__
             sys.modules["__main__"] = main
             exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+        elif argv[0] == "-m":
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as exc:
@@ -107,9 +120,17 @@ for line in sys.stdin:
     print(json.dumps({"rc": rc}), flush=True)
 '''
 
+#: what the child scripts' server imports: torch only (what Dynamo sets up on import may depend on
+#: device stubs a child installs first, e.g. device_interface keeps torch.cuda's functions)
+TORCH = ("torch",)
+#: what ``python -m fp4patch`` imports, for the tests' CLI runs (neither torch nor FlashInfer: the
+#: CLI imports neither, see test_workflows.py); fp4patch reads no environment at import
+CLI = ("typer", "rich.console", "rich.table", "rich.markdown", "libcst", "packaging.specifiers", "filelock", "fp4patch.cli", "fp4patch.engine", "fp4patch.spec", "fp4patch.custom_op", "fp4patch.operations")
+
 _lock = threading.Lock()
-_server: subprocess.Popen | None = None
-_server_env: dict[str, str] | None = None
+#: one server per preload and start-up environment (a test may change os.environ for good, e.g.
+#: by importing a library that sets a variable: the next request then gets a server that has it)
+_servers: dict[tuple, subprocess.Popen] = {}
 
 
 def enabled() -> bool:
@@ -117,35 +138,48 @@ def enabled() -> bool:
     return os.environ.get("FP4PATCH_TEST_FORKSERVER", "1") != "0" and hasattr(os, "fork")
 
 
+def _startup(env) -> tuple[tuple[str, str], ...]:
+    """The variables of ``env`` read when torch or the interpreter starts (and that a fork cannot honour)."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(STARTUP_PREFIXES) and k not in HONOURED))
+
+
 def _forkable(args: list[str], env: dict[str, str]) -> bool:
-    """A ``-c CODE ...`` or ``SCRIPT.py ...`` command whose start-up variables equal the server's."""
-    if not args or (args[0].startswith("-") and args[0] != "-c") or (args[0] == "-c" and len(args) < 2):
+    """A ``-c CODE ...``, ``-m MODULE ...`` or ``SCRIPT.py ...`` command whose start-up variables
+    equal this process's (which its server is started with)."""
+    if not args or (args[0].startswith("-") and args[0] not in ("-c", "-m")) or (args[0] in ("-c", "-m") and len(args) < 2):
         return False
-    base = _server_env if _server_env is not None else dict(os.environ)
-    for key in set(base) | set(env):
-        if key.startswith(STARTUP_PREFIXES) and key not in HONOURED and base.get(key) != env.get(key):
-            return False
-    return True
+    return _startup(env) == _startup(os.environ)
 
 
-def _start() -> subprocess.Popen:
-    global _server, _server_env
-    if _server is None or _server.poll() is not None:
-        _server = subprocess.Popen(
-            [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(), env=dict(os.environ)
+def _start(preload: tuple[str, ...]) -> subprocess.Popen:
+    key = (preload, _startup(os.environ))
+    server = _servers.get(key)
+    if server is None or server.poll() is not None:
+        server = _servers[key] = subprocess.Popen(
+            [sys.executable, "-c", SERVER, json.dumps(list(preload))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=tempfile.gettempdir(),
+            env=dict(os.environ),
         )
-        _server_env = dict(os.environ)
-    return _server
+    return server
 
 
 def run_python(
-    args: list[str], *, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None, timeout: float | None = None
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    timeout: float | None = None,
+    preload: tuple[str, ...] = TORCH,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)``, forked
     from the torch-importing server where the command allows it (see the module docstring).
 
     ``env``: the child's whole environment (default: this process's); ``cwd``: its working
-    directory; ``timeout`` in seconds. Returns a :class:`subprocess.CompletedProcess` with text
+    directory; ``timeout`` in seconds; ``preload``: the modules the server imports (one server per
+    preload and pytest worker: :data:`TORCH` for child scripts, :data:`CLI` for ``-m fp4patch``). Returns a :class:`subprocess.CompletedProcess` with text
     ``stdout``/``stderr``; raises :class:`subprocess.TimeoutExpired` like ``subprocess.run``.
     """
     env = dict(os.environ if env is None else env)
@@ -154,7 +188,7 @@ def run_python(
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False)
     with _lock, tempfile.TemporaryDirectory(prefix="fp4patch-fork-") as tmp:
         out, err = Path(tmp, "out"), Path(tmp, "err")
-        server = _start()
+        server = _start(preload)
         assert server.stdin is not None and server.stdout is not None
         server.stdin.write(json.dumps({"argv": args, "env": env, "cwd": cwd, "out": str(out), "err": str(err)}) + "\n")
         server.stdin.flush()
