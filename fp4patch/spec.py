@@ -83,9 +83,9 @@ class Target:
     @property
     def custom_ops(self) -> list:
         """The :class:`~fp4patch.custom_op.Rendered` op of each ``custom-op`` operation, in order."""
-        from .custom_op import render
+        from .op_cache import render_cached
 
-        return [render(kwargs["target"]) for kind, kwargs in self.operation_specs if kind == "custom-op"]
+        return [render_cached(kwargs["target"]) for kind, kwargs in self.operation_specs if kind == "custom-op"]
 
     def contains(self, version: Version | str) -> bool:
         """True when ``version`` falls inside this target's specifier.
@@ -104,10 +104,10 @@ class Target:
 
 def _custom_op_operations(kwargs: dict[str, Any]) -> list:
     """A ``custom-op`` as the two operations it renders to: the redirect and the op block."""
-    from .custom_op import render
+    from .op_cache import render_cached
     from .operations import AppendToModule, InsertAtFunctionStart
 
-    rendered = render(kwargs["target"])
+    rendered = render_cached(kwargs["target"])
     return [
         InsertAtFunctionStart(
             function=kwargs["function"],

@@ -1,0 +1,104 @@
+"""Rendered custom ops, cached on disk under the hash of everything that goes into them.
+
+Rendering a ``custom-op`` target (:func:`fp4patch.custom_op.render`: libcst parse, trim, expand,
+print) costs about 0.1 CPU-second per op, and ``status``, ``diff``, ``apply`` and an unrecorded
+``verify`` render every selected spec that targets the installed release (ten on FlashInfer
+0.6.0: about a third of a ``status``). The result depends only on the target's data (op source,
+helpers, parameters, defaults, release data, callers, spec id and versions) and on the renderer
+(``custom_op.py``, the libcst version that prints it, the Python version), so it is kept in
+``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one small JSON file
+per key.
+
+The cache only saves time: a missing, unreadable or malformed entry is rendered afresh and
+rewritten; a directory that cannot be created or written (a read-only HOME in a Docker build)
+is skipped silently; ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a
+temporary file and renamed, so a concurrent reader sees a whole entry or none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from . import custom_op
+from .custom_op import CustomOpTarget, Rendered, render
+
+#: bump when the entry format changes
+FORMAT = "fp4patch-op-cache-1"
+
+_renderer_hash: str | None = None
+
+
+def cache_dir() -> Path:
+    """The cache folder: ``$FP4PATCH_OP_CACHE``, else ``~/.cache/fp4patch/ops``."""
+    return Path(os.environ.get("FP4PATCH_OP_CACHE") or Path.home() / ".cache" / "fp4patch" / "ops")
+
+
+def enabled() -> bool:
+    """False when ``FP4PATCH_NO_OP_CACHE`` is set to anything but ``""``/``0``."""
+    return os.environ.get("FP4PATCH_NO_OP_CACHE", "") in ("", "0")
+
+
+def key(target: CustomOpTarget) -> str:
+    """The sha256 (hex) naming ``target``'s entry: the renderer's source, the libcst and Python
+    versions, and every field of ``target`` (a change to any of them is a different entry)."""
+    global _renderer_hash
+    if _renderer_hash is None:
+        import libcst
+
+        code = Path(custom_op.__file__).read_bytes()
+        version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
+        _renderer_hash = hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
+    fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
+    text = json.dumps([FORMAT, _renderer_hash, fields], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def render_cached(target: CustomOpTarget) -> Rendered:
+    """:func:`fp4patch.custom_op.render` of ``target``, read from the cache when an entry exists.
+
+    Raises:
+        OpSourceError: as :func:`~fp4patch.custom_op.render` (errors are never cached).
+    """
+    if not enabled():
+        return render(target)
+    path = cache_dir() / f"{key(target)}.json"
+    cached = _read(path)
+    if cached is not None:
+        return cached
+    rendered = render(target)
+    _write(path, rendered)
+    return rendered
+
+
+def _read(path: Path) -> Rendered | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    names = [f.name for f in dataclasses.fields(Rendered)]
+    if not isinstance(data, dict) or sorted(data) != sorted(names) or not all(isinstance(data[n], str) for n in names):
+        return None
+    if not data["op_name"].startswith("fp4patch::"):
+        return None
+    return Rendered(**data)
+
+
+def _write(path: Path, rendered: Rendered) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(dataclasses.asdict(rendered), f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass  # an unwritable cache costs time only

@@ -1,0 +1,121 @@
+"""The on-disk cache of rendered custom ops (fp4patch/op_cache.py): a hit is what render gives,
+anything odd in the cache is rendered afresh, and an unwritable cache only costs time."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fp4patch import op_cache
+from fp4patch.custom_op import OpSourceError, render
+from fp4patch.spec import load_specs
+
+from .conftest import SPECS_DIR, read_only
+
+TARGETS = [
+    kwargs["target"]
+    for spec in load_specs(SPECS_DIR)
+    for target in spec.targets
+    for kind, kwargs in target.operation_specs
+    if kind == "custom-op"
+]
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FP4PATCH_OP_CACHE", str(tmp_path / "ops"))
+    monkeypatch.delenv("FP4PATCH_NO_OP_CACHE", raising=False)
+    return tmp_path / "ops"
+
+
+def _no_render(monkeypatch: pytest.MonkeyPatch) -> list:
+    calls = []
+
+    def refuse(target):
+        calls.append(target)
+        raise AssertionError("rendered although the cache holds the entry")
+
+    monkeypatch.setattr(op_cache, "render", refuse)
+    return calls
+
+
+def test_every_default_custom_op_target_is_read_back_as_rendered(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert len(TARGETS) > 20
+    rendered = []
+    monkeypatch.setattr(op_cache, "render", lambda t: rendered.append(render(t)) or rendered[-1])
+    fresh = [op_cache.render_cached(t) for t in TARGETS]
+    assert len(rendered) == len({op_cache.key(t) for t in TARGETS}) == len(list(cache.glob("*.json")))
+    _no_render(monkeypatch)
+    again = [op_cache.render_cached(t) for t in TARGETS]
+    assert again == fresh and all(r in again for r in rendered)
+
+
+@pytest.mark.parametrize("field", ["source", "params", "defaults", "release", "callers", "spec_id", "helpers"])
+def test_a_change_to_any_input_is_another_entry(cache: Path, field: str) -> None:
+    target = next(t for t in TARGETS if t.helpers and t.defaults)
+    change = {
+        "source": lambda v: v + "\n# changed\n",
+        "params": lambda v: v[:-1],
+        "defaults": lambda v: {**v, next(iter(v)): "None"},
+        "release": lambda v: {**v, "changed": True},
+        "callers": lambda v: (*v, "other"),
+        "spec_id": lambda v: v + "-changed",
+        "helpers": lambda v: {k: t + "\n# changed\n" for k, t in v.items()},
+    }[field]
+    changed = change(getattr(target, field))
+    assert changed != getattr(target, field)
+    assert op_cache.key(dataclasses.replace(target, **{field: changed})) != op_cache.key(target)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "not json", "[]", '{"op_name": "fp4patch::x_1", "redirect": "r"}', '{"op_name": "other::x", "redirect": "r", "block": "b"}',
+     '{"op_name": "fp4patch::x", "redirect": 1, "block": "b"}'],
+    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string"],
+)
+def test_a_malformed_entry_is_rendered_afresh_and_rewritten(cache: Path, content: str) -> None:
+    target = TARGETS[0]
+    path = cache / f"{op_cache.key(target)}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert op_cache.render_cached(target) == render(target)
+    assert json.loads(path.read_text()) == dataclasses.asdict(render(target))
+
+
+def test_an_unwritable_cache_renders_and_writes_nothing(cache: Path) -> None:
+    cache.mkdir()
+    with read_only(cache):
+        assert op_cache.render_cached(TARGETS[0]) == render(TARGETS[0])
+    assert list(cache.iterdir()) == []
+
+
+def test_a_cache_path_that_is_a_file_is_skipped(cache: Path) -> None:
+    cache.write_text("a file where the folder should be")
+    assert op_cache.render_cached(TARGETS[0]) == render(TARGETS[0])
+
+
+def test_no_op_cache_variable_turns_it_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FP4PATCH_NO_OP_CACHE", "1")
+    op_cache.render_cached(TARGETS[0])
+    assert not cache.exists()
+
+
+def test_errors_are_not_cached(cache: Path) -> None:
+    broken = dataclasses.replace(TARGETS[0], source="def entry(:\n")
+    for _ in range(2):
+        with pytest.raises(OpSourceError):
+            op_cache.render_cached(broken)
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = op_cache.key(TARGETS[0])
+    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
+    assert op_cache.key(TARGETS[0]) != before
+    assert os.environ["FP4PATCH_OP_CACHE"] == str(cache)
