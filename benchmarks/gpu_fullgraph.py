@@ -160,7 +160,13 @@ def _load_beside(unpatched, site: str, relative: str, tag: str):
     return module
 
 
-def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_site: str | None = None) -> dict:
+#: ``--checks``: the patched module loaded again with its redirect check swapped, to split the
+#: overhead into the check and the rest: ``bool`` (a C call, about the cheapest callable) and
+#: ``torch.compiler.is_dynamo_compiling`` (one Python call; not true under non-strict export)
+CHECK_VARIANTS = {"check_bool": lambda torch: bool, "check_dynamo": lambda torch: torch.compiler.is_dynamo_compiling}
+
+
+def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_site: str | None = None, checks: bool = False) -> dict:
     """Per function: eager per-call host cost (us), unpatched vs patched, in ONE process, interleaved.
 
     The unpatched flashinfer is imported normally; each patched module file from ``patched_site`` is
@@ -171,7 +177,8 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
     median paired patched - control difference over the unpatched median), so what loading a second
     copy of a module costs by itself (code placement, a second JIT-module handle) is not charged to
     the patch; ``overhead_vs_imported_pct`` keeps the plain patched - unpatched figure. Arms rotate
-    their order every round.
+    their order every round. With ``checks``, the arms of :data:`CHECK_VARIANTS` too (each a
+    patched copy whose ``_fp4patch_<function>_is_compiling`` is swapped), read against ``control``.
     """
     import inspect
 
@@ -192,6 +199,11 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
         fns = {"unpatched": getattr(unpatched, name), "patched": getattr(patched, name)}
         if control_site:
             fns["control"] = getattr(_load_beside(unpatched, control_site, relative, "aa"), name)
+        if checks:
+            for variant, make in CHECK_VARIANTS.items():
+                copy = _load_beside(unpatched, patched_site, relative, variant)
+                setattr(copy, f"_fp4patch_{name}_is_compiling", make(torch))
+                fns[variant] = getattr(copy, name)
         call = table[name]
         for fn in fns.values():
             for _ in range(200):
@@ -228,6 +240,11 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
                 aa_iqr_us=aa_iqr,
                 overhead_pct=100.0 * diff_c / base,
             )
+            for variant in CHECK_VARIANTS:
+                if variant in times:
+                    d, q = paired(variant, "control")
+                    out[name][f"{variant}_minus_control_us"] = d
+                    out[name][f"{variant}_minus_control_iqr_us"] = q
     return out
 
 
@@ -278,10 +295,10 @@ def phase(name: str) -> dict:
         checks = {}
         for fn_name in FUNCTIONS:
             module = sys.modules.get(inspect.unwrap(getattr(flashinfer, fn_name)).__module__)
-            check = getattr(module, f"_fp4patch_{fn_name}_is_compiling", None)
-            if check is not None:
+            if hasattr(module, f"_fp4patch_{fn_name}_is_compiling"):  # the redirect's condition, as it stands in the wrapper
                 n = 1_000_000
-                checks[fn_name] = (timeit.timeit(check, number=n) - timeit.timeit("pass", number=n)) * 1e9 / n
+                condition = f"_fp4patch_{fn_name}_is_compiling() or _fp4patch_{fn_name}_compiler._is_compiling_flag"
+                checks[fn_name] = (timeit.timeit(condition, number=n, globals=vars(module)) - timeit.timeit("pass", number=n)) * 1e9 / n
         result["redirect_check_ns"] = checks
 
         graphs = []
@@ -407,9 +424,10 @@ def main() -> int:
     ab.add_argument("--rounds", type=int, default=61)
     ab.add_argument("--iters", type=int, default=300, help="calls per timed loop")
     ab.add_argument("--control", help="a pristine site-packages of the same release: the A/A arm")
+    ab.add_argument("--checks", action="store_true", help="also the patched copies with the redirect check swapped (CHECK_VARIANTS)")
     args = parser.parse_args()
     if args.command == "percall-ab":
-        print(json.dumps(percall_ab(args.patched_site, args.rounds, args.iters, args.control), default=str))
+        print(json.dumps(percall_ab(args.patched_site, args.rounds, args.iters, args.control, args.checks), default=str))
         return 0
     if args.command == "orchestrate":
         return orchestrate(args)

@@ -9,7 +9,7 @@ turns that into the two blocks that land in site-packages:
 
 * the *redirect*, inserted first in the wrapper (after its docstring)::
 
-      if _fp4patch_<function>_is_compiling():
+      if _fp4patch_<function>_is_compiling() or _fp4patch_<function>_compiler._is_compiling_flag:
           return _fp4patch_<function>_entry(p1=p1, p2=p2, ...)
 
 * the *op block*, appended to the module: a registration function holding the op source's code, the
@@ -37,6 +37,7 @@ rendering (:func:`render`) uses libcst and runs when a target's operations are b
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,13 @@ def _release_dict(node: ast.stmt) -> dict[str, Any]:
     return value
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_source(source: str) -> ast.Module:
+    """``ast.parse(source)``, once per text and process: a spec's targets share their op source, and
+    loading the specs checks every target (the trees are only read). Raises SyntaxError."""
+    return ast.parse(source)
+
+
 def helper_imports(source: str) -> dict[str, tuple[str, ...]]:
     """The shared helpers an op source imports: ``from ._module import _a, _b`` → ``{"_module": ("_a", "_b")}``.
 
@@ -151,7 +159,7 @@ def helper_imports(source: str) -> dict[str, tuple[str, ...]]:
     (:func:`check_op_source` reports it).
     """
     try:
-        tree = ast.parse(source)
+        tree = _parse_source(source)
     except SyntaxError:
         return {}
     found: dict[str, tuple[str, ...]] = {}
@@ -194,7 +202,7 @@ def _helper_module(module: str, source: str) -> dict[str, ast.FunctionDef]:
     a docstring and absolute imports."""
     label = f"{module}.py"
     try:
-        tree = ast.parse(source)
+        tree = _parse_source(source)
     except SyntaxError as exc:
         raise OpSourceError(f"{label}:{exc.lineno}: helper module does not parse: {exc.msg}") from None
     functions: dict[str, ast.FunctionDef] = {}
@@ -214,7 +222,8 @@ def _used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _helper_closure(module: str, source: str, names) -> tuple[list[str], set[str]]:
+@functools.lru_cache(maxsize=256)
+def _helper_closure(module: str, source: str, names: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str]]:
     """The functions to inline for ``names`` (and the helper module's functions they use), in the
     module's order, and every name those functions use (to pick the module's imports they need).
 
@@ -232,11 +241,14 @@ def _helper_closure(module: str, source: str, names) -> tuple[list[str], set[str
             raise OpSourceError(f"{module}.py (beside the op source) defines no top-level function {name}; the op source imports it")
         wanted.add(name)
         pending.extend(_used_names(functions[name]) & functions.keys())
-    return [n for n in functions if n in wanted], set().union(*(_used_names(functions[n]) for n in wanted))
+    return tuple(n for n in functions if n in wanted), frozenset().union(*(_used_names(functions[n]) for n in wanted))
 
 
-def _check_placeholders(tree: ast.Module, op_names: list[str], function: str) -> None:
-    """``OP_PARAMS`` / ``OMIT`` stand only where the renderer expands them."""
+@functools.lru_cache(maxsize=256)
+def _check_placeholders(source: str, op_names: tuple[str, ...], function: str) -> None:
+    """``OP_PARAMS`` / ``OMIT`` stand only where the renderer expands them (once per source, op
+    parameters and function: a spec's targets share them)."""
+    tree = _parse_source(source)
     expanded: set[int] = set()
     callees = (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, function)
     for node in ast.walk(tree):
@@ -287,7 +299,7 @@ def check_op_source(target: CustomOpTarget) -> None:
             parameter, or a ``release`` key is not in ``RELEASE``.
     """
     try:
-        tree = ast.parse(target.source)
+        tree = _parse_source(target.source)
     except SyntaxError as exc:
         raise OpSourceError(f"line {exc.lineno}: does not parse: {exc.msg}") from None
     functions: dict[str, ast.FunctionDef] = {}
@@ -322,7 +334,7 @@ def check_op_source(target: CustomOpTarget) -> None:
                 f"{name}() and op() must take the same parameters in the same order with the same defaults; "
                 f"write 'def {name}(**OP_PARAMS):' to take op()'s"
             )
-    _check_placeholders(tree, names, target.function)
+    _check_placeholders(target.source, tuple(names), target.function)
     for module, imported in helper_imports(target.source).items():
         if module not in target.helpers:
             raise OpSourceError(f"'from .{module} import ...': no helper module {module}.py was read beside the op source")
@@ -443,9 +455,22 @@ def render(target: CustomOpTarget) -> Rendered:
 
 _TAIL = '''
 _fp4patch_{fn}_entry = _fp4patch_register_{fn}()
-# The one check an eager {fn} call pays: torch.compiler.is_compiling itself (Dynamo folds it to
-# True while tracing), bound once; bool() is False when the op could not be registered.
-_fp4patch_{fn}_is_compiling = torch.compiler.is_compiling if _fp4patch_{fn}_entry is not None else bool
+
+
+class _fp4patch_{fn}_not_compiling:
+    _is_compiling_flag = False
+
+
+# The check an eager {fn} call pays, bound once: torch.compiler.is_compiling() in two parts, at
+# a third of its eager cost. Dynamo folds is_dynamo_compiling() to True while it traces; non-strict
+# torch.export sets torch.compiler._is_compiling_flag, which is what is_compiling() returns outside
+# Dynamo. Both read False when the op could not be registered (the wrapper stays as it was).
+if _fp4patch_{fn}_entry is not None and hasattr(torch.compiler, "_is_compiling_flag"):
+    _fp4patch_{fn}_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+    _fp4patch_{fn}_compiler = torch.compiler
+else:
+    _fp4patch_{fn}_is_compiling = torch.compiler.is_compiling if _fp4patch_{fn}_entry is not None else bool
+    _fp4patch_{fn}_compiler = _fp4patch_{fn}_not_compiling
 
 
 _fp4patch_{fn}_undecorated = {{}}
@@ -512,7 +537,7 @@ def plain_source(source: str, helpers: dict[str, str] | None = None) -> str:
         OpSourceError: as :func:`check_op_source`.
     """
     try:
-        tree = ast.parse(source)
+        tree = _parse_source(source)
     except SyntaxError as exc:
         raise OpSourceError(f"line {exc.lineno}: does not parse: {exc.msg}") from None
     op_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op"), None)
@@ -564,7 +589,7 @@ def _inline(statement, target: CustomOpTarget, inlined: set[str]) -> list:
     node = ast.parse(_code(statement)).body[0]
     module = node.module  # type: ignore[attr-defined]
     source = target.helpers[module]
-    names, used = _helper_closure(module, source, [a.name for a in node.names])  # type: ignore[attr-defined]
+    names, used = _helper_closure(module, source, tuple(a.name for a in node.names))  # type: ignore[attr-defined]
     helper = cst.parse_module(source)
     out = []
     for s in helper.body:
@@ -651,12 +676,12 @@ def _Expand(names: list[str], callees: tuple[str, ...]):
 def _redirect(target: CustomOpTarget) -> str:
     fn = target.function
     arguments = "".join(f"        {p}={p},\n" for p in target.params)
-    return f"if _fp4patch_{fn}_is_compiling():\n    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
+    return f"if _fp4patch_{fn}_is_compiling() or _fp4patch_{fn}_compiler._is_compiling_flag:\n    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
 
 
 def _absent_params(target: CustomOpTarget) -> dict[str, str]:
     """Parameters of the op source absent in this release → the source default's code."""
-    tree = ast.parse(target.source)
+    tree = _parse_source(target.source)
     op_fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op")
     names, defaults = _signature(op_fn)
     return {name: ast.unparse(defaults[name]) for name in names if name not in target.params}

@@ -453,7 +453,15 @@ if patched:  # control: the recorder does see the op when Dynamo is (said to be)
         if bound is not None:
             mod._fp4patch_fp4_quantize_is_compiling = bound
     forced = dict(op_calls=op_calls[len(eager["op_calls"]):], kernel_calls=len(kernel_calls) - len(eager["kernel_calls"]))
-print("MARK" + json.dumps(dict(patched=patched, eager=eager, forced=forced)))
+exported = None
+if patched:  # what non-strict torch.export enters while it runs the model in Python: the op too
+    from torch._export.utils import _compiling_state_context
+    seen, kernels = len(op_calls), len(kernel_calls)
+    with _compiling_state_context():
+        flashinfer.fp4_quantize(x, gs, **kwargs)
+        is_compiling = torch.compiler.is_compiling()
+    exported = dict(op_calls=len(op_calls) - seen, kernel_calls=len(kernel_calls) - kernels, is_compiling=is_compiling)
+print("MARK" + json.dumps(dict(patched=patched, eager=eager, forced=forced, exported=exported)))
 """.replace("MARK", MARK)
 
 
@@ -470,6 +478,8 @@ def test_eager_call_does_not_go_through_the_op(tmp_path_factory, version: str) -
     assert after["eager"] == before["eager"], "the eager call must reach the kernel exactly as unpatched"
     assert after["forced"]["kernel_calls"] == 0
     assert len(after["forced"]["op_calls"]) == 1 and "input" in after["forced"]["op_calls"][0]
+    # non-strict torch.export runs the model in Python with torch.compiler._is_compiling_flag set
+    assert after["exported"] == {"op_calls": 1, "kernel_calls": 0, "is_compiling": True}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
