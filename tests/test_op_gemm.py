@@ -418,6 +418,9 @@ PAIRS = [
     *[("bmm_fp8", v) for v in ("0.5.3", *VERSIONS)],
     *[("mm_fp4", v) for v in VERSIONS],
 ]
+# the compile and eager checks of 0.5.3 (two children each) run in make test-eras too; the fake,
+# default and symbolic checks above keep 0.5.3 in make test
+TRACE_PAIRS = [pytest.param(*p, marks=pytest.mark.eras) if p == ("bmm_fp8", "0.5.3") else p for p in PAIRS]
 
 
 @pytest.mark.parametrize(("function", "version"), PAIRS)
@@ -613,17 +616,19 @@ def _expected_out(function: str, case: dict) -> list:
 
 
 
-@pytest.mark.parametrize(("function", "version"), PAIRS)
+@pytest.mark.parametrize(("function", "version"), TRACE_PAIRS)
 def test_public_function_is_one_graph_with_one_op_node_after_apply(function: str, version: str, tmp_path_factory) -> None:
     cases = _trace_cases(function)
-    unpatched = _child(release_site(version, tmp_path_factory, bytecode=True), TRACE_CHILD, {"function": function, "cases": cases})
+    # unpatched: Dynamo stops inside FlashInfer (the wall is named in the report); every case hits
+    # the same JIT loader, so the first case shows it
+    (before,) = _child(release_site(version, tmp_path_factory, bytecode=True), TRACE_CHILD, {"function": function, "cases": cases[:1]})
+    assert before["error"] and before["error"].startswith(("Unsupported", "InternalTorchDynamoError", "TorchRuntimeError")), before
+    assert before["where"], before
     site = applied_site(version, tmp_path_factory, SPEC[function])
     patched = _child(site, TRACE_CHILD, {"function": function, "cases": cases})
-    for before, after in zip(unpatched, patched):
+    assert len(patched) == len(cases)
+    for after in patched:
         case = after["case"]
-        # unpatched: Dynamo stops inside FlashInfer (the wall is named in the report)
-        assert before["error"] and before["error"].startswith(("Unsupported", "InternalTorchDynamoError", "TorchRuntimeError")), before
-        assert before["where"], before
         assert after["error"] is None, after
         assert after["graphs"] == 1 and after["breaks"] == 0, after
         assert len(after["ops"]) == 1 and after["ops"][0].startswith(f"fp4patch.{function}_"), after
@@ -635,7 +640,7 @@ def test_public_function_is_one_graph_with_one_op_node_after_apply(function: str
             assert [shape, stride, dtype] == expected, after
 
 
-@pytest.mark.parametrize(("function", "version"), PAIRS)
+@pytest.mark.parametrize(("function", "version"), TRACE_PAIRS)
 def test_eager_calls_never_go_through_the_op(function: str, version: str, tmp_path_factory) -> None:
     cases = [c for c in (_bmm_cases(version) if function == "bmm_fp8" else _mm_cases(version)) if c["m"] in (0, 8)]
     assert any(c["backend"] == "auto" for c in cases)

@@ -48,7 +48,7 @@ CUDA, FULLGRAPH, DISABLE = "cuda-version-from-torch", "fp4-quantize-fullgraph", 
 SELECTIONS = ((CUDA,), (FULLGRAPH,), (DISABLE,), (CUDA, FULLGRAPH))
 STATE = ".fp4patch"
 
-DEFAULT_EXAMPLES = 50
+DEFAULT_EXAMPLES = 25  # make test; the property_long run (make test-property) tries 1000
 LONG_EXAMPLES = 1000
 FULL_DEFAULT_EXAMPLES = 3  # whole real modules: seconds per example
 FULL_LONG_EXAMPLES = 30

@@ -22,7 +22,7 @@ from fp4patch.environment import TargetEnvironment, from_site_packages
 
 from fp4patch.spec import load_specs
 
-from .conftest import REPO, SPECS_DIR, run_cli, snapshot
+from .conftest import REPO, SPECS_DIR, applied_site, run_cli, snapshot
 
 CPP_EXT = "flashinfer/jit/cpp_ext.py"
 FP4 = "flashinfer/fp4_quantization.py"
@@ -80,16 +80,23 @@ TERMINAL = {"FORCE_COLOR": "1"}  # coloured, as on a terminal (NO_COLOR still ke
     ],
     ids=lambda v: (" ".join(v) or "plain") if isinstance(v, tuple) else ("terminal" if v else "log"),
 )
-def test_recorded_verify_prints_what_the_full_check_prints_without_typer_or_libcst(applied_060: Path, options, env) -> None:
-    fast, names = imported("verify", *options, *sp(applied_060), env=env)
-    full = run_cli("verify", *options, *sp(applied_060), env={**env, **NO_VERDICT})
+def test_recorded_verify_prints_what_the_full_check_prints_without_typer_or_libcst(tmp_path_factory, options, env) -> None:
+    site = applied_site("0.6.0", tmp_path_factory)  # shared, read only: verify never writes (tested below)
+    fast, names = imported("verify", *options, *sp(site), env=env)
+    full = run_cli("verify", *options, *sp(site), env={**env, **NO_VERDICT})
     assert full.returncode == 0
     fast.stderr = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
     assert_same(fast, full)
     assert not HEAVY & names, HEAVY & names
     assert "rich" not in names, "the recorded verdict prints plain (ANSI-coloured on a terminal) lines, without rich"
-    _, names_full = imported("verify", *options, *sp(applied_060), env={**env, **NO_VERDICT})
-    assert "typer" in names_full  # so the comparison above is between two different code paths
+
+
+def test_the_full_check_is_another_code_path(tmp_path_factory) -> None:
+    # so that the comparisons above are between two different code paths
+    site = applied_site("0.6.0", tmp_path_factory)
+    _, names_fast = imported("verify", *sp(site))
+    _, names_full = imported("verify", *sp(site), env=NO_VERDICT)
+    assert "typer" in names_full and "typer" not in names_fast
 
 
 def test_apply_records_the_verdict_once_and_verify_never_writes(applied_060: Path) -> None:
