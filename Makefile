@@ -15,11 +15,12 @@ TORCH_INDEX_URL ?=
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
-.PHONY: help demo test test-eras test-all test-property lint bench compat clean
+.PHONY: help demo test test-recipes test-eras test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
+	@echo "make test-recipes - the Dockerfile, CI workflow and wheel recipes run end to end in fresh venvs (CI runs it too)"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
@@ -43,7 +44,13 @@ TEST_JOBS ?= auto
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe" tests
+
+# The recipes end to end (marked `recipe`): the Dockerfile's build stage and the CI workflow's steps run
+# as written, the built wheel installed into a fresh venv; each installs into fresh venvs (minutes).
+# CI (.ci/run) runs it after make test.
+test-recipes: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m recipe tests
 
 # Every release between 0.6.0 and 0.7.4 where an op's code differs: the per-era fake checks (tens of minutes).
 test-eras: $(VENV)/.installed

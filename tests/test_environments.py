@@ -362,8 +362,13 @@ def test_every_static_command_works_with_the_targets_flags(target_venv: Path, tm
     assert not (site / STATE).exists()
 
 
+#: make test runs the probe under PYTHONOPTIMIZE=2 alone and under -OO -I with PYTHONDONTWRITEBYTECODE
+#: together (below); one flag at a time is make test-all (exhaustive)
+PROBE_FLAGS = [flag if flag == "PYTHONOPTIMIZE=2" else pytest.param(flag, marks=pytest.mark.exhaustive) for flag in FLAGS]
+
+
 @TORCH_SKIP
-@pytest.mark.parametrize("flag", list(FLAGS))
+@pytest.mark.parametrize("flag", PROBE_FLAGS)
 def test_the_trace_probe_runs_in_a_target_with_flags(
     target_venv: Path, site_060: Path, tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

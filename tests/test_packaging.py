@@ -15,7 +15,7 @@ from fp4patch.spec import load_specs
 
 from .conftest import REPO, SPECS_DIR, snapshot
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.recipe]
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

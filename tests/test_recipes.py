@@ -138,6 +138,7 @@ def test_dockerfile_parses_into_the_steps_users_read() -> None:
 
 @pytest.mark.slow
 @pytest.mark.torch
+@pytest.mark.recipe
 def test_dockerfile_build_stage_runs(tmp_path: Path) -> None:
     runs, args = dockerfile_stage(DOCKERFILE, "build")
     root = tmp_path / "image"
@@ -176,6 +177,7 @@ def workflow_steps(path: Path) -> tuple[list[tuple[str, str]], dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.recipe
 def test_github_workflow_steps_run(tmp_path: Path) -> None:
     steps, job_env = workflow_steps(WORKFLOW)
     assert [name for name, _ in steps][-1].startswith("Will the patches apply")
@@ -227,4 +229,11 @@ def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
     (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
-    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive"' in run
+    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive and not recipe"' in run
+    (recipes,) = [line for line in make_dry_run("test-recipes", f"VENV={tmp_path / 'venv'}") if " -m pytest " in line]
+    assert '-m recipe' in recipes
+
+
+def test_ci_runs_the_tests_and_the_recipes() -> None:
+    commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")]
+    assert commands == ["make test", "make test-recipes"]
