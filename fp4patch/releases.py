@@ -54,10 +54,16 @@ def fetch(name: str, version: str, cache: Path | None = None, python: str | None
 
     Raises:
         EnvironmentProblem: the registry has no such release or cannot be reached; the message
-            carries pip's own reason (its ``ERROR:`` lines, or the failing step's last line).
+            carries pip's own reason (its ``ERROR:`` lines, or the failing step's last line). Also
+            when the cache folder cannot be made (no home directory, read-only, a file in the way).
     """
-    cache = cache or cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache = cache or cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+    except (RuntimeError, OSError) as exc:  # no home directory (an arbitrary uid), read-only HOME, a file in the way
+        where = cache or "~/.cache/fp4patch/releases"
+        reason = getattr(exc, "strerror", None) or exc
+        raise EnvironmentProblem(f"{where}: cannot use the download cache ({reason}); set FP4PATCH_CACHE to a writable folder") from None
     with FileLock(str(cache / f".{canonicalize_name(name)}-{version}.lock")):
         found = _find_archive(cache, name, version)
         if found:

@@ -8,6 +8,9 @@ byte-identical, and each non-default spec on its own, with the declared states a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -219,3 +222,25 @@ def test_against_usage_errors(args):
     done = run_cli("verify", *args)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("fp4patch: error: ")
+
+
+@pytest.mark.parametrize("where", ["a-file", "no-home"])
+def test_against_with_an_unusable_download_cache_is_one_line_naming_the_variable(tmp_path: Path, where: str) -> None:
+    if where == "a-file":
+        blocker = tmp_path / "cache"
+        blocker.write_text("a file where the cache folder should be")
+        done = run_cli("verify", "--against", "flashinfer-python==0.7.4", env={"FP4PATCH_CACHE": str(blocker / "releases")})
+    else:  # no HOME and no passwd entry for the uid (docker run -u 12345): Path.home() raises
+        code = (
+            "import pathlib, sys\n"
+            "def no_home(): raise RuntimeError('Could not determine home directory.')\n"
+            "pathlib.Path.home = staticmethod(no_home)\n"
+            "from fp4patch.entry import main\n"
+            "sys.argv = ['fp4patch', 'verify', '--against', 'flashinfer-python==0.7.4']\n"
+            "main()\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "FP4PATCH_CACHE"}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "NO_COLOR": "1"}, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("fp4patch: error: ") and "FP4PATCH_CACHE" in lines[0], done.stderr
