@@ -69,11 +69,16 @@ class Rendered:
         op_name: qualified custom-op name, ``fp4patch::<function>_<8 hex>``.
         redirect: statements inserted first in the wrapper (after its docstring).
         block: module-level code appended to the wrapper's module.
+        block_index: ``(statement keys, first statement's (type, name))`` of ``block``
+            (:func:`fp4patch.operations.append_to_module.block_index`), filled in by the op cache
+            (:mod:`fp4patch.op_cache`) so that checking an appended block needs no parse; None
+            from :func:`render` itself.
     """
 
     op_name: str
     redirect: str
     block: str
+    block_index: tuple | None = None
 
 
 @dataclass(frozen=True)

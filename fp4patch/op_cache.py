@@ -1,7 +1,7 @@
 """Rendered custom ops, cached on disk under the hash of everything that goes into them.
 
 Rendering a ``custom-op`` target (:func:`fp4patch.custom_op.render`: libcst parse, trim, expand,
-print) costs about 0.1 CPU-second per op, and ``status``, ``diff``, ``apply`` and an unrecorded
+print) costs about 0.1 CPU-second per op, indexing the block for the check another 0.04, and ``status``, ``diff``, ``apply`` and an unrecorded
 ``verify`` render every selected spec that targets the installed release (ten on FlashInfer
 0.6.0: about a third of a ``status``). The result depends only on the target's data (op source,
 helpers, parameters, defaults, release data, callers, spec id and versions) and on the renderer
@@ -10,8 +10,8 @@ helpers, parameters, defaults, release data, callers, spec id and versions) and 
 per key.
 
 The cache only saves time: a missing, unreadable or malformed entry is rendered afresh and
-rewritten; a directory that cannot be created or written (a read-only HOME in a Docker build)
-is skipped silently; ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a
+rewritten; a directory that cannot be created or written (a read-only HOME in a Docker build),
+or no home directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped silently; ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a
 temporary file and renamed, so a concurrent reader sees a whole entry or none.
 """
 
@@ -29,7 +29,7 @@ from . import custom_op
 from .custom_op import CustomOpTarget, Rendered, render
 
 #: bump when the entry format changes
-FORMAT = "fp4patch-op-cache-1"
+FORMAT = "fp4patch-op-cache-2"
 
 _renderer_hash: str | None = None
 
@@ -67,11 +67,17 @@ def render_cached(target: CustomOpTarget) -> Rendered:
     """
     if not enabled():
         return render(target)
-    path = cache_dir() / f"{key(target)}.json"
+    try:
+        path = cache_dir() / f"{key(target)}.json"
+    except RuntimeError:  # no HOME and no passwd entry (a container run as an arbitrary uid): no cache
+        return render(target)
     cached = _read(path)
     if cached is not None:
         return cached
     rendered = render(target)
+    from .operations.append_to_module import block_index
+
+    rendered = dataclasses.replace(rendered, block_index=block_index(rendered.block))
     _write(path, rendered)
     return rendered
 
@@ -82,11 +88,18 @@ def _read(path: Path) -> Rendered | None:
     except (OSError, ValueError):
         return None
     names = [f.name for f in dataclasses.fields(Rendered)]
-    if not isinstance(data, dict) or sorted(data) != sorted(names) or not all(isinstance(data[n], str) for n in names):
+    if not isinstance(data, dict) or sorted(data) != sorted(names):
         return None
-    if not data["op_name"].startswith("fp4patch::"):
+    if not all(isinstance(data[n], str) for n in ("op_name", "redirect", "block")) or not data["op_name"].startswith("fp4patch::"):
         return None
-    return Rendered(**data)
+    index = data["block_index"]
+    if not (
+        isinstance(index, list) and len(index) == 2 and isinstance(index[0], list) and index[0]
+        and all(isinstance(k, str) for k in index[0])
+        and isinstance(index[1], list) and len(index[1]) == 2 and all(isinstance(k, str) for k in index[1])
+    ):
+        return None
+    return Rendered(**{**data, "block_index": (tuple(index[0]), tuple(index[1]))})
 
 
 def _write(path: Path, rendered: Rendered) -> None:

@@ -117,7 +117,7 @@ def _custom_op_operations(kwargs: dict[str, Any]) -> list:
             code=rendered.redirect,
             line=kwargs["line"],
         ),
-        AppendToModule(code=rendered.block, position="end", line=kwargs["line"]),
+        AppendToModule(code=rendered.block, position="end", line=kwargs["line"], index=rendered.block_index),
     ]
 
 

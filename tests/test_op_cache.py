@@ -12,9 +12,10 @@ import pytest
 
 from fp4patch import op_cache
 from fp4patch.custom_op import OpSourceError, render
+from fp4patch.operations.append_to_module import block_index
 from fp4patch.spec import load_specs
 
-from .conftest import SPECS_DIR, read_only
+from .conftest import SPECS_DIR, applied_site, read_only, run_cli
 
 TARGETS = [
     kwargs["target"]
@@ -51,7 +52,22 @@ def test_every_default_custom_op_target_is_read_back_as_rendered(cache: Path, mo
     assert len(rendered) == len({op_cache.key(t) for t in TARGETS}) == len(list(cache.glob("*.json")))
     _no_render(monkeypatch)
     again = [op_cache.render_cached(t) for t in TARGETS]
-    assert again == fresh and all(r in again for r in rendered)
+    assert again == fresh
+    # what render gave, plus the block's index (what checking an appended block compares)
+    assert [dataclasses.replace(r, block_index=None) for r in again] == [render(t) for t in TARGETS]
+    assert all(r.block_index == block_index(r.block) for r in again)
+
+
+def test_status_answers_the_same_with_and_without_the_cache(cache: Path, tmp_path_factory) -> None:
+    # an applied site: each appended block must be found through the cached index, as without the cache
+    site = applied_site("0.6.0", tmp_path_factory)
+    args = ("status", "--json", "--site-packages", str(site))
+    cold = run_cli(*args, env={"FP4PATCH_NO_OP_CACHE": "1"})
+    first, warm = run_cli(*args), run_cli(*args)
+    assert cold.returncode == first.returncode == warm.returncode == 0, cold.stderr
+    assert json.loads(cold.stdout) == json.loads(first.stdout) == json.loads(warm.stdout)
+    assert {s["state"] for s in json.loads(warm.stdout)["specs"] if s["default"]} <= {"applied", "not-needed"}
+    assert list(cache.glob("*.json"))
 
 
 @pytest.mark.parametrize("field", ["source", "params", "defaults", "release", "callers", "spec_id", "helpers"])
@@ -74,27 +90,43 @@ def test_a_change_to_any_input_is_another_entry(cache: Path, field: str) -> None
 @pytest.mark.parametrize(
     "content",
     ["", "not json", "[]", '{"op_name": "fp4patch::x_1", "redirect": "r"}', '{"op_name": "other::x", "redirect": "r", "block": "b"}',
-     '{"op_name": "fp4patch::x", "redirect": 1, "block": "b"}'],
-    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string"],
+     '{"op_name": "fp4patch::x", "redirect": 1, "block": "b", "block_index": [["k"], ["line", ""]]}',
+     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": [[], ["line", ""]]}',
+     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": "k"}'],
+    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string", "empty-index", "index-not-a-pair"],
 )
 def test_a_malformed_entry_is_rendered_afresh_and_rewritten(cache: Path, content: str) -> None:
     target = TARGETS[0]
     path = cache / f"{op_cache.key(target)}.json"
     path.parent.mkdir(parents=True)
     path.write_text(content)
-    assert op_cache.render_cached(target) == render(target)
-    assert json.loads(path.read_text()) == dataclasses.asdict(render(target))
+    expected = render(target)
+    assert dataclasses.replace(op_cache.render_cached(target), block_index=None) == expected
+    written = json.loads(path.read_text())
+    assert [written[k] for k in ("op_name", "redirect", "block")] == [expected.op_name, expected.redirect, expected.block]
 
 
 def test_an_unwritable_cache_renders_and_writes_nothing(cache: Path) -> None:
     cache.mkdir()
     with read_only(cache):
-        assert op_cache.render_cached(TARGETS[0]) == render(TARGETS[0])
+        assert dataclasses.replace(op_cache.render_cached(TARGETS[0]), block_index=None) == render(TARGETS[0])
     assert list(cache.iterdir()) == []
 
 
 def test_a_cache_path_that_is_a_file_is_skipped(cache: Path) -> None:
     cache.write_text("a file where the folder should be")
+    assert dataclasses.replace(op_cache.render_cached(TARGETS[0]), block_index=None) == render(TARGETS[0])
+
+
+def test_no_home_directory_renders_without_a_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docker run -u 12345 with no HOME: Path.home() raises RuntimeError
+    monkeypatch.delenv("FP4PATCH_OP_CACHE", raising=False)
+    monkeypatch.delenv("FP4PATCH_NO_OP_CACHE", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
     assert op_cache.render_cached(TARGETS[0]) == render(TARGETS[0])
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
@@ -11,6 +11,17 @@ import libcst.matchers as m
 from .base import OpCheck, Operation, OpState, is_docstring, parse_statements, statement_key
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
+
+
+def block_index(code: str) -> tuple[tuple[str, ...], tuple[str, str]]:
+    """What :meth:`AppendToModule.indexed` takes for ``code``: its top-level statements'
+    :func:`statement_key` and the first one's ``(type, name)``.
+
+    Raises:
+        libcst.ParserSyntaxError: ``code`` does not parse.
+    """
+    statements = parse_statements(code)
+    return tuple(statement_key(s) for s in statements), _shape(statements[0])
 
 
 def _shape(statement: cst.BaseStatement) -> tuple[str, str]:
@@ -33,10 +44,23 @@ class AppendToModule(Operation):
     kind: ClassVar[str] = "append-to-module"
     code: str = ""
     position: str = "end"
+    #: ``(keys, head)`` from :func:`block_index`, computed beforehand (a rendered custom op's, kept
+    #: in the op cache): checking then needs only the index, and ``code`` is parsed when applied.
+    #: Not a spec key (spec.py's OPERATION_FIELDS).
+    index: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._statements = parse_statements(self.code)
-        self._keys = [statement_key(s) for s in self._statements]
+        self._parsed: list[cst.BaseStatement] | None = None
+        if self.index is None:
+            self._parsed = parse_statements(self.code)
+            self.index = (tuple(statement_key(s) for s in self._parsed), _shape(self._parsed[0]))
+        self._keys, self._head = list(self.index[0]), tuple(self.index[1])
+
+    @property
+    def _statements(self) -> list[cst.BaseStatement]:
+        if self._parsed is None:
+            self._parsed = parse_statements(self.code)
+        return self._parsed
 
     def describe(self) -> str:
         return f"append-to-module ({self.position})"
@@ -47,9 +71,9 @@ class AppendToModule(Operation):
         return OpCheck(OpState.APPLICABLE)
 
     def _find(self, module: cst.Module) -> int:
-        n = len(self._statements)
+        n = len(self._keys)
         body = list(module.body)
-        first = _shape(self._statements[0])
+        first = self._head
         for i in range(len(body) - n + 1):
             # cheap structural prefilter (statement type and name) before the AST comparison,
             # statement by statement: a run that differs early costs one statement's key
