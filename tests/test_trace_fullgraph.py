@@ -46,6 +46,9 @@ pytestmark = [
 ]
 
 VERSIONS = ["0.6.0", "0.7.4"]
+#: the failing states (unpatched, compiler-disable) through verify --trace: 0.6.0 in make test; 0.7.4's
+#: walls are also named per function by tests/test_scan.py, its whole grid here is make test-all
+FAILING_VERSIONS = ["0.6.0", pytest.param("0.7.4", marks=pytest.mark.exhaustive)]
 FP4_FILE = {"0.6.0": "flashinfer/fp4_quantization.py", "0.7.4": "flashinfer/quantization/fp4_quantization.py"}
 FULLGRAPH = "fp4-quantize-fullgraph"
 DISABLE = "fp4-quantize-compiler-disable"
@@ -128,7 +131,7 @@ def _kernel_params(source: str) -> list[str]:
 # --------------------------------------------------------------------------- #
 # verify --trace: the three states of fp4_quantize under fullgraph
 # --------------------------------------------------------------------------- #
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", FAILING_VERSIONS)
 def test_unpatched_fails_on_thread_lock(tmp_path_factory, version: str) -> None:
     site = release_site(version, tmp_path_factory, bytecode=True)
     # --applicable: the specs only have to be applicable, so the exit code is the trace's alone
@@ -147,7 +150,7 @@ def test_unpatched_fails_on_thread_lock(tmp_path_factory, version: str) -> None:
         assert c["graphs"] == 0, c
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", FAILING_VERSIONS)
 def test_compiler_disable_fails_on_disabled_function(tmp_path_factory, version: str) -> None:
     site = applied_site(version, tmp_path_factory, DISABLE)
     code, payload = verify_trace(site, "--spec", DISABLE)
