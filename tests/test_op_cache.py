@@ -154,3 +154,43 @@ def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
     assert op_cache.key(TARGETS[0]) != before
     assert os.environ["FP4PATCH_OP_CACHE"] == str(cache)
+
+
+
+def _key_under_edited(monkeypatch: pytest.MonkeyPatch, name: str, target) -> str:
+    """``target``'s key as an fp4patch whose ``name`` (a module file's name) differs would compute it."""
+    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    real = Path.read_bytes
+    with monkeypatch.context() as edit:
+        edit.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == name else real(self))
+        key = op_cache.key(target)
+    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    return key
+
+
+@pytest.mark.parametrize("name", ["base.py", "append_to_module.py"])
+def test_a_changed_block_index_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # the entry's block_index is statement_key (operations/base.py) and _shape (append_to_module.py)
+    # of the block: an fp4patch that computes them otherwise must not read this one's entries
+    assert _key_under_edited(monkeypatch, name, TARGETS[0]) != op_cache.key(TARGETS[0])
+
+
+def test_an_index_another_fp4patch_wrote_leaves_status_as_without_the_cache(
+    cache: Path, tmp_path: Path, tmp_path_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # entries written by an fp4patch whose statement keys differ (its operations/base.py is another):
+    # right block and redirect, an index this fp4patch would not compute. Without the manifest, status
+    # finds each appended block through the index: it must answer as without the cache.
+    for target in TARGETS:
+        rendered = render(target)
+        keys, head = block_index(rendered.block)
+        stale = dataclasses.replace(rendered, block_index=([k.replace("Name(", "Name (") for k in keys], list(head)))
+        path = cache / f"{_key_under_edited(monkeypatch, 'base.py', target)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dataclasses.asdict(stale)))
+    site = tmp_path / "site-packages"
+    shutil.copytree(applied_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link, ignore=shutil.ignore_patterns(".fp4patch"))
+    args = ("status", "--json", "--site-packages", str(site))
+    cold, warm = run_cli(*args, env={"FP4PATCH_NO_OP_CACHE": "1"}), run_cli(*args)
+    assert cold.returncode == warm.returncode == 0, warm.stderr
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
