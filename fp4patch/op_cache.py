@@ -5,7 +5,8 @@ print) costs about 0.1 CPU-second per op, indexing the block for the check anoth
 ``verify`` render every selected spec that targets the installed release (ten on FlashInfer
 0.6.0: about a third of a ``status``). The result depends only on the target's data (op source,
 helpers, parameters, defaults, release data, callers, spec id and versions) and on the renderer
-(``custom_op.py``, the libcst version that prints it, the Python version), so it is kept in
+(``custom_op.py``, the statement keys of the block index in ``operations/base.py`` and
+``operations/append_to_module.py``, the libcst version that prints it, the Python version), so it is kept in
 ``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one small JSON file
 per key.
 
@@ -45,13 +46,18 @@ def enabled() -> bool:
 
 
 def key(target: CustomOpTarget) -> str:
-    """The sha256 (hex) naming ``target``'s entry: the renderer's source, the libcst and Python
-    versions, and every field of ``target`` (a change to any of them is a different entry)."""
+    """The sha256 (hex) naming ``target``'s entry: the renderer's source (``custom_op.py``) and the
+    block indexer's (``operations/base.py``, ``operations/append_to_module.py``), the libcst and
+    Python versions, and every field of ``target`` (a change to any of them is a different entry)."""
     global _renderer_hash
     if _renderer_hash is None:
         import libcst
 
-        code = Path(custom_op.__file__).read_bytes()
+        from .operations import append_to_module, base
+
+        # the block and redirect come from custom_op.py; block_index from statement_key (base.py) and
+        # _shape (append_to_module.py): an fp4patch that computes any of them otherwise reads other entries
+        code = b"\0".join(Path(m.__file__).read_bytes() for m in (custom_op, base, append_to_module))
         version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
         _renderer_hash = hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
