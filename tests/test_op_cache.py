@@ -194,3 +194,23 @@ def test_an_index_another_fp4patch_wrote_leaves_status_as_without_the_cache(
     cold, warm = run_cli(*args, env={"FP4PATCH_NO_OP_CACHE": "1"}), run_cli(*args)
     assert cold.returncode == warm.returncode == 0, warm.stderr
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
+
+
+def test_an_entry_under_another_targets_name_is_rendered_afresh(cache: Path) -> None:
+    # cp a.json b.json (or a sync tool renaming files): the entry names another target's op
+    first, second = TARGETS[0], next(t for t in TARGETS if render(t).block != render(TARGETS[0]).block)
+    op_cache.render_cached(first)
+    (cache / f"{op_cache.key(first)}.json").rename(cache / f"{op_cache.key(second)}.json")
+    assert dataclasses.replace(op_cache.render_cached(second), block_index=None) == render(second)
+
+
+@pytest.mark.parametrize("edit", ["block", "redirect", "op_name"])
+def test_an_entry_edited_by_hand_is_rendered_afresh(cache: Path, edit: str) -> None:
+    # someone debugging a rendered op edits its cached text: apply must still write what render gives
+    target = TARGETS[0]
+    op_cache.render_cached(target)
+    path = cache / f"{op_cache.key(target)}.json"
+    data = json.loads(path.read_text())
+    data[edit] = data[edit].replace("fp4patch", "fp4patch_edited", 1)
+    path.write_text(json.dumps(data))
+    assert dataclasses.replace(op_cache.render_cached(target), block_index=None) == render(target)
