@@ -95,8 +95,8 @@ def test_a_change_to_any_input_is_another_entry(cache: Path, field: str) -> None
     ["", "not json", "[]", '{"op_name": "fp4patch::x_1", "redirect": "r"}', '{"op_name": "other::x", "redirect": "r", "block": "b"}',
      '{"op_name": "fp4patch::x", "redirect": 1, "block": "b", "block_index": [["k"], ["line", ""]]}',
      '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": [[], ["line", ""]]}',
-     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": "k"}'],
-    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string", "empty-index", "index-not-a-pair"],
+     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": "k"}', "[" * 100_000],
+    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string", "empty-index", "index-not-a-pair", "deep"],
 )
 def test_a_malformed_entry_is_rendered_afresh_and_rewritten(cache: Path, content: str) -> None:
     target = TARGETS[0]
@@ -185,9 +185,8 @@ def test_an_index_another_fp4patch_wrote_leaves_status_as_without_the_cache(
         rendered = render(target)
         keys, head = block_index(rendered.block)
         stale = dataclasses.replace(rendered, block_index=([k.replace("Name(", "Name (") for k in keys], list(head)))
-        path = cache / f"{_key_under_edited(monkeypatch, 'base.py', target)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(dataclasses.asdict(stale)))
+        name = _key_under_edited(monkeypatch, "base.py", target)
+        op_cache._write(cache / f"{name}.json", name, stale)  # as that fp4patch writes it
     site = tmp_path / "site-packages"
     shutil.copytree(applied_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link, ignore=shutil.ignore_patterns(".fp4patch"))
     args = ("status", "--json", "--site-packages", str(site))
