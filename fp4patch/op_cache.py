@@ -5,11 +5,13 @@ print) costs about 0.1 CPU-second per op, indexing the block for the check anoth
 ``verify`` render every selected spec that targets the installed release (ten on FlashInfer
 0.6.0: about a third of a ``status``). The result depends only on the target's data (op source,
 helpers, parameters, defaults, release data, callers, spec id and versions) and on the renderer
-(``custom_op.py``, the libcst version that prints it, the Python version), so it is kept in
+(``custom_op.py``, the statement keys of the block index in ``operations/base.py`` and
+``operations/append_to_module.py``, the libcst version that prints it, the Python version), so it is kept in
 ``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one small JSON file
 per key.
 
-The cache only saves time: a missing, unreadable or malformed entry is rendered afresh and
+The cache only saves time: a missing, unreadable or malformed entry, or one whose digest does not
+bind it to its key (copied under another name, edited by hand), is rendered afresh and
 rewritten; a directory that cannot be created or written (a read-only HOME in a Docker build),
 or no home directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped silently; ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a
 temporary file and renamed, so a concurrent reader sees a whole entry or none.
@@ -29,7 +31,7 @@ from . import custom_op
 from .custom_op import CustomOpTarget, Rendered, render
 
 #: bump when the entry format changes
-FORMAT = "fp4patch-op-cache-2"
+FORMAT = "fp4patch-op-cache-3"
 
 _renderer_hash: str | None = None
 
@@ -45,13 +47,18 @@ def enabled() -> bool:
 
 
 def key(target: CustomOpTarget) -> str:
-    """The sha256 (hex) naming ``target``'s entry: the renderer's source, the libcst and Python
-    versions, and every field of ``target`` (a change to any of them is a different entry)."""
+    """The sha256 (hex) naming ``target``'s entry: the renderer's source (``custom_op.py``) and the
+    block indexer's (``operations/base.py``, ``operations/append_to_module.py``), the libcst and
+    Python versions, and every field of ``target`` (a change to any of them is a different entry)."""
     global _renderer_hash
     if _renderer_hash is None:
         import libcst
 
-        code = Path(custom_op.__file__).read_bytes()
+        from .operations import append_to_module, base
+
+        # the block and redirect come from custom_op.py; block_index from statement_key (base.py) and
+        # _shape (append_to_module.py): an fp4patch that computes any of them otherwise reads other entries
+        code = b"\0".join(Path(m.__file__).read_bytes() for m in (custom_op, base, append_to_module))
         version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
         _renderer_hash = hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
@@ -68,27 +75,37 @@ def render_cached(target: CustomOpTarget) -> Rendered:
     if not enabled():
         return render(target)
     try:
-        path = cache_dir() / f"{key(target)}.json"
+        name = key(target)
+        path = cache_dir() / f"{name}.json"
     except RuntimeError:  # no HOME and no passwd entry (a container run as an arbitrary uid): no cache
         return render(target)
-    cached = _read(path)
+    cached = _read(path, name)
     if cached is not None:
         return cached
     rendered = render(target)
     from .operations.append_to_module import block_index
 
     rendered = dataclasses.replace(rendered, block_index=block_index(rendered.block))
-    _write(path, rendered)
+    _write(path, name, rendered)
     return rendered
 
 
-def _read(path: Path) -> Rendered | None:
+def _digest(name: str, fields: dict) -> str:
+    """sha256 (hex) binding an entry's fields to its key ``name``: an entry copied under another
+    key's name, or edited by hand, no longer matches and is rendered afresh."""
+    return hashlib.sha256(json.dumps([name, fields], sort_keys=True).encode()).hexdigest()
+
+
+def _read(path: Path, name: str) -> Rendered | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     names = [f.name for f in dataclasses.fields(Rendered)]
-    if not isinstance(data, dict) or sorted(data) != sorted(names):
+    if not isinstance(data, dict) or sorted(data) != sorted([*names, "digest"]):
+        return None
+    digest = data.pop("digest")
+    if digest != _digest(name, data):
         return None
     if not all(isinstance(data[n], str) for n in ("op_name", "redirect", "block")) or not data["op_name"].startswith("fp4patch::"):
         return None
@@ -102,13 +119,14 @@ def _read(path: Path) -> Rendered | None:
     return Rendered(**{**data, "block_index": (tuple(index[0]), tuple(index[1]))})
 
 
-def _write(path: Path, rendered: Rendered) -> None:
+def _write(path: Path, name: str, rendered: Rendered) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(dataclasses.asdict(rendered), f)
+                fields = json.loads(json.dumps(dataclasses.asdict(rendered)))  # tuples as the reader sees them
+                json.dump({**fields, "digest": _digest(name, fields)}, f)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

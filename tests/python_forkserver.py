@@ -48,7 +48,10 @@ SERVER = r'''
 import importlib, json, os, runpy, sys, traceback, types
 for name in json.loads(sys.argv[1]):  # the preload: modules every child would import first
     importlib.import_module(name)
-BASE_PATH = [p for p in sys.path[1:]]
+# sys.path after the server's own PYTHONPATH entries (which follow sys.path[0]): a child puts its own
+# PYTHONPATH there instead, as a fresh interpreter started with the child's environment would
+_OWN = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+BASE_PATH = sys.path[1 + len(_OWN):] if [os.path.abspath(p) for p in sys.path[1:1 + len(_OWN)]] == [os.path.abspath(p) for p in _OWN] else sys.path[1:]
 
 def child(req):
     os.chdir(req["cwd"])

@@ -95,8 +95,8 @@ def test_a_change_to_any_input_is_another_entry(cache: Path, field: str) -> None
     ["", "not json", "[]", '{"op_name": "fp4patch::x_1", "redirect": "r"}', '{"op_name": "other::x", "redirect": "r", "block": "b"}',
      '{"op_name": "fp4patch::x", "redirect": 1, "block": "b", "block_index": [["k"], ["line", ""]]}',
      '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": [[], ["line", ""]]}',
-     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": "k"}'],
-    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string", "empty-index", "index-not-a-pair"],
+     '{"op_name": "fp4patch::x", "redirect": "r", "block": "b", "block_index": "k"}', "[" * 100_000],
+    ids=["empty", "not-json", "list", "missing-key", "foreign-name", "not-a-string", "empty-index", "index-not-a-pair", "deep"],
 )
 def test_a_malformed_entry_is_rendered_afresh_and_rewritten(cache: Path, content: str) -> None:
     target = TARGETS[0]
@@ -154,3 +154,62 @@ def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
     assert op_cache.key(TARGETS[0]) != before
     assert os.environ["FP4PATCH_OP_CACHE"] == str(cache)
+
+
+
+def _key_under_edited(monkeypatch: pytest.MonkeyPatch, name: str, target) -> str:
+    """``target``'s key as an fp4patch whose ``name`` (a module file's name) differs would compute it."""
+    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    real = Path.read_bytes
+    with monkeypatch.context() as edit:
+        edit.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == name else real(self))
+        key = op_cache.key(target)
+    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    return key
+
+
+@pytest.mark.parametrize("name", ["base.py", "append_to_module.py"])
+def test_a_changed_block_index_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # the entry's block_index is statement_key (operations/base.py) and _shape (append_to_module.py)
+    # of the block: an fp4patch that computes them otherwise must not read this one's entries
+    assert _key_under_edited(monkeypatch, name, TARGETS[0]) != op_cache.key(TARGETS[0])
+
+
+def test_an_index_another_fp4patch_wrote_leaves_status_as_without_the_cache(
+    cache: Path, tmp_path: Path, tmp_path_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # entries written by an fp4patch whose statement keys differ (its operations/base.py is another):
+    # right block and redirect, an index this fp4patch would not compute. Without the manifest, status
+    # finds each appended block through the index: it must answer as without the cache.
+    for target in TARGETS:
+        rendered = render(target)
+        keys, head = block_index(rendered.block)
+        stale = dataclasses.replace(rendered, block_index=([k.replace("Name(", "Name (") for k in keys], list(head)))
+        name = _key_under_edited(monkeypatch, "base.py", target)
+        op_cache._write(cache / f"{name}.json", name, stale)  # as that fp4patch writes it
+    site = tmp_path / "site-packages"
+    shutil.copytree(applied_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link, ignore=shutil.ignore_patterns(".fp4patch"))
+    args = ("status", "--json", "--site-packages", str(site))
+    cold, warm = run_cli(*args, env={"FP4PATCH_NO_OP_CACHE": "1"}), run_cli(*args)
+    assert cold.returncode == warm.returncode == 0, warm.stderr
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
+
+
+def test_an_entry_under_another_targets_name_is_rendered_afresh(cache: Path) -> None:
+    # cp a.json b.json (or a sync tool renaming files): the entry names another target's op
+    first, second = TARGETS[0], next(t for t in TARGETS if render(t).block != render(TARGETS[0]).block)
+    op_cache.render_cached(first)
+    (cache / f"{op_cache.key(first)}.json").rename(cache / f"{op_cache.key(second)}.json")
+    assert dataclasses.replace(op_cache.render_cached(second), block_index=None) == render(second)
+
+
+@pytest.mark.parametrize("edit", ["block", "redirect", "op_name"])
+def test_an_entry_edited_by_hand_is_rendered_afresh(cache: Path, edit: str) -> None:
+    # someone debugging a rendered op edits its cached text: apply must still write what render gives
+    target = TARGETS[0]
+    op_cache.render_cached(target)
+    path = cache / f"{op_cache.key(target)}.json"
+    data = json.loads(path.read_text())
+    data[edit] = data[edit].replace("fp4patch", "fp4patch_edited", 1)
+    path.write_text(json.dumps(data))
+    assert dataclasses.replace(op_cache.render_cached(target), block_index=None) == render(target)
