@@ -469,6 +469,7 @@ def revert(
         if spec and engine.store.load() is None and not engine.interrupted():
             # the same answer as naming a spec that is not applied while others are (exit 2)
             raise UsageError(f"spec {min(spec)!r} is not applied here (applied: none); `fp4patch status` shows the state of each spec")
+        recorded = engine.store.load() is not None
         restored = engine.revert(spec, force=force)
         manifest = engine.store.load()
         # specs whose changes are still in a file (a recorded not-needed spec changed nothing)
@@ -476,7 +477,7 @@ def revert(
         remaining = [s for s in manifest.specs if s in patched] if manifest else []
         if as_json:
             print(json.dumps({**_header(engine), "restored": restored, "still_applied": remaining}, indent=2))
-        elif not restored and not engine.dropped:
+        elif not restored and not engine.dropped and not (spec and recorded):
             out.print("nothing to revert: no fp4patch manifest here")
         else:
             for relative in restored:
@@ -484,7 +485,11 @@ def revert(
             h = _header(engine)
             name = f"{h['distribution']} {h['version']}"
             if remaining:
-                out.print(f"{name}: reverted {', '.join(sorted(spec or []))}; still applied: {', '.join(remaining)} (`fp4patch revert` reverts those too)")
+                # a recorded spec that was not needed on this release changed no file: only its record goes
+                idle = "" if restored or engine.dropped else " (it changed no file)"
+                out.print(
+                    f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`fp4patch revert` reverts those too)"
+                )
             elif restored:
                 out.print(f"{name}: reverted; originals restored byte for byte in {h['site_packages']}")
             else:

@@ -118,6 +118,16 @@ def test_partial_revert_says_what_stays_applied(site_060: Path) -> None:
     assert "byte for byte" in run_cli("revert", *sp(site_060), check=True).stdout
 
 
+def test_revert_of_a_recorded_spec_that_changed_no_file_says_so(site_060: Path) -> None:
+    # apply records every default spec, also one not needed on 0.6.0 (upstream's op is right there)
+    run_cli("apply", *sp(site_060), check=True)
+    specs = json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["specs"]
+    idle = next(s["id"] for s in specs if s["state"] == "not-needed" and s["default"])
+    done = run_cli("revert", "--spec", idle, *sp(site_060), check=True)
+    assert "no fp4patch manifest" not in done.stdout, done.stdout
+    assert re.search(rf"reverted {idle} \(it changed no file\); still applied: .*{FULLGRAPH}", done.stdout), done.stdout
+
+
 def test_revert_spec_with_nothing_applied_is_a_usage_error_as_the_readme_says(site_060: Path) -> None:
     readme = (REPO / "README.md").read_text()
     usage_row = next(line for line in readme.splitlines() if line.startswith("| usage | 2 |"))
