@@ -1,20 +1,21 @@
 """Rendered custom ops, cached on disk under the hash of everything that goes into them.
 
 Rendering a ``custom-op`` target (:func:`fp4patch.custom_op.render`: libcst parse, trim, expand,
-print) costs about 0.1 CPU-second per op, indexing the block for the check another 0.04, and ``status``, ``diff``, ``apply`` and an unrecorded
-``verify`` render every selected spec that targets the installed release (ten on FlashInfer
-0.6.0: about a third of a ``status``). The result depends only on the target's data (op source,
-helpers, parameters, defaults, release data, callers, spec id and versions) and on the renderer
-(``custom_op.py``, the statement keys of the block index in ``operations/base.py`` and
-``operations/append_to_module.py``, the libcst version that prints it, the Python version), so it is kept in
-``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one small JSON file
-per key.
+print) costs about 0.1 CPU-second per op, and indexing the block for the check another 0.04;
+``status``, ``diff``, ``apply`` and an unrecorded ``verify`` render every selected spec that
+targets the installed release (ten on FlashInfer 0.6.0: about a third of a ``status``). The result
+depends only on the target's data (op source, helpers, parameters, defaults, release data, callers,
+spec id and versions) and on the code that makes it (``custom_op.py``; the block index's
+``operations/base.py`` and ``operations/append_to_module.py``; the libcst and Python versions), so
+it is kept in ``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one
+small JSON file per key.
 
 The cache only saves time: a missing, unreadable or malformed entry, or one whose digest does not
-bind it to its key (copied under another name, edited by hand), is rendered afresh and
-rewritten; a directory that cannot be created or written (a read-only HOME in a Docker build),
-or no home directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped silently; ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a
-temporary file and renamed, so a concurrent reader sees a whole entry or none.
+bind it to its key (copied under another name, edited by hand), is rendered afresh and rewritten;
+a folder that cannot be created or written (a read-only HOME in a Docker build), or no home
+directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped silently;
+``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a temporary file and renamed, so a
+concurrent reader sees a whole entry or none.
 """
 
 from __future__ import annotations
