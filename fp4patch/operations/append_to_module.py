@@ -14,13 +14,16 @@ _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 
 
 def block_index(code: str) -> tuple[tuple[str, ...], tuple[str, str]]:
-    """What :meth:`AppendToModule.indexed` takes for ``code``: its top-level statements'
+    """What :class:`AppendToModule`'s ``index`` field takes for ``code``: its top-level statements'
     :func:`statement_key` and the first one's ``(type, name)``.
 
     Raises:
         libcst.ParserSyntaxError: ``code`` does not parse.
     """
-    statements = parse_statements(code)
+    return _index_of(parse_statements(code))
+
+
+def _index_of(statements: list[cst.BaseStatement]) -> tuple[tuple[str, ...], tuple[str, str]]:
     return tuple(statement_key(s) for s in statements), _shape(statements[0])
 
 
@@ -53,7 +56,7 @@ class AppendToModule(Operation):
         self._parsed: list[cst.BaseStatement] | None = None
         if self.index is None:
             self._parsed = parse_statements(self.code)
-            self.index = (tuple(statement_key(s) for s in self._parsed), _shape(self._parsed[0]))
+            self.index = _index_of(self._parsed)
         self._keys, self._head = list(self.index[0]), tuple(self.index[1])
 
     @property
