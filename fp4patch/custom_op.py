@@ -29,6 +29,10 @@ same call replacing its ``p=p`` in place and ``p=OMIT`` leaving it out; absent p
 above. Helpers shared between op sources live in helper modules beside them (``ops/_<name>.py``); an op
 source's ``from ._<name> import _f, _g`` is replaced by those functions, the functions of that module they
 call and the imports they use, so the block never imports fp4patch and the fingerprint covers the helpers.
+A parameter list that several op sources share (FlashInfer declares it in several wrappers) is a
+*signature-only* helper function, ``def _f(p: T, q: U = 1):`` with a docstring for its body: ``op``
+names it as one parameter annotated ``SPLICE`` (``_f: SPLICE,``), and the renderer puts ``_f``'s
+parameters in that place (annotations, defaults and layout); ``_f`` itself is not inlined.
 
 Validation (:func:`check_op_source`) uses only :mod:`ast`, so that loading specs stays light;
 rendering (:func:`render`) uses libcst and runs when a target's operations are built.
@@ -37,6 +41,8 @@ rendering (:func:`render`) uses libcst and runs when a target's operations are b
 from __future__ import annotations
 
 import ast
+import builtins
+import copy
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -52,6 +58,9 @@ WRAPPER_PLACEHOLDER = "WRAPPER"
 PARAMS_PLACEHOLDER = "OP_PARAMS"
 #: ``OP(**OP_PARAMS, p=OMIT)``: leave ``p`` out of the expanded call.
 OMIT_PLACEHOLDER = "OMIT"
+#: ``def op(a: int, _shared_params: SPLICE, b: int = 0):``: the parameters of the signature-only helper
+#: ``_shared_params`` (imported from a helper module) in place of that one.
+SPLICE_PLACEHOLDER = "SPLICE"
 #: Module-level assignments an op source may hold besides its functions.
 DATA_NAMES = ("RELEASE", "MUTATES_ARGS")
 _NAME_SENTINEL = "__fp4patch_op_name__"
@@ -249,6 +258,132 @@ def _helper_closure(module: str, source: str, names: tuple[str, ...]) -> tuple[t
     return tuple(n for n in functions if n in wanted), frozenset().union(*(_used_names(functions[n]) for n in wanted))
 
 
+def _splice_markers(fn: ast.FunctionDef) -> list[ast.arg]:
+    """``fn``'s parameters annotated ``SPLICE`` (``_shared_params: SPLICE``), in order."""
+    args = fn.args
+    return [
+        a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        if isinstance(a.annotation, ast.Name) and a.annotation.id == SPLICE_PLACEHOLDER
+    ]
+
+
+def _op_function(tree: ast.Module) -> ast.FunctionDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op"), None)
+
+
+def _with_defaults(args: list[ast.arg], defaults: list[ast.expr]) -> list[tuple[ast.arg, ast.expr | None]]:
+    """Positional parameters paired with their defaults (``ast.arguments`` aligns defaults to the tail)."""
+    return list(zip(args, [None] * (len(args) - len(defaults)) + list(defaults)))
+
+
+def _signature_only(fn: ast.FunctionDef) -> bool:
+    """``def _f(p: T, q: U = 1):`` with a docstring, ``...`` or ``pass`` for its body, nothing else."""
+    args = fn.args
+    if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or fn.returns or fn.decorator_list:
+        return False
+    return all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and (s.value.value is Ellipsis or isinstance(s.value.value, str)))
+        for s in fn.body
+    )
+
+
+def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) -> ast.FunctionDef:
+    """``op`` with each ``_shared_params: SPLICE`` parameter replaced by the parameters of the signature-only
+    helper ``_shared_params`` (imported from a helper module); ``op_fn`` itself when it splices nothing.
+
+    Args:
+        op_fn: the op source's ``def op`` (from :func:`_parse_source`; left unchanged).
+        source: text of the op source (for its imports).
+        helpers: text of the helper modules it imports, by module name.
+
+    Raises:
+        OpSourceError: a SPLICE parameter has a default or is positional-only, its name is not imported
+            from a read helper module, the helper is not a signature only, a spliced parameter has no
+            annotation, uses a name the op source does not import or is also op's own, or a parameter
+            without a default follows one with a default once spliced.
+    """
+    markers = _splice_markers(op_fn)
+    if not markers:
+        return op_fn
+    args = op_fn.args
+    imports = helper_imports(source)
+    tree = _parse_source(source)
+    bound = set(dir(builtins)) | {
+        a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0) for a in n.names
+    }
+    marker_ids = {id(m) for m in markers}
+    own = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if id(a) not in marker_ids}
+    seen: set[str] = set()
+
+    def splice(items: list[tuple[ast.arg, ast.expr | None]]) -> list[tuple[ast.arg, ast.expr | None]]:
+        out = []
+        for arg, default in items:
+            if id(arg) not in marker_ids:
+                out.append((arg, default))
+                continue
+            name = arg.arg
+            if default is not None:
+                raise OpSourceError(f"line {arg.lineno}: '{name}: SPLICE' takes no default; the spliced parameters carry their own")
+            module = next((m for m, names in imports.items() if name in names), None)
+            if module is None:
+                raise OpSourceError(f"line {arg.lineno}: op() splices {name}: import it from its helper module ('from ._module import {name}')")
+            if module not in helpers:
+                raise OpSourceError(f"'from .{module} import ...': no helper module {module}.py was read beside the op source")
+            fn = _helper_module(module, helpers[module]).get(name)
+            if fn is None:
+                raise OpSourceError(f"{module}.py (beside the op source) defines no top-level function {name}; the op source imports it")
+            label = f"{module}.py:{fn.lineno}"
+            if not _signature_only(fn):
+                raise OpSourceError(
+                    f"{label}: {name} is spliced into op(), so it is a signature only: plain parameters (no /, *, **), "
+                    "no return annotation or decorator, and a docstring for its body"
+                )
+            for param, param_default in _with_defaults(fn.args.args, fn.args.defaults):
+                if param.arg in own or param.arg in seen:
+                    raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} is op()'s own too (or spliced twice); keep one")
+                if param.annotation is None:
+                    raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} has no annotation; a spliced parameter carries its schema type")
+                missing = sorted((_used_names(param.annotation) | (_used_names(param_default) if param_default else set())) - bound)
+                if missing:
+                    raise OpSourceError(
+                        f"{label}: parameter {param.arg!r} of {name} uses {', '.join(missing)}, which the op source does not import; import it there"
+                    )
+                seen.add(param.arg)
+                out.append((param, param_default))
+        return out
+
+    if any(id(a) in marker_ids for a in args.posonlyargs):
+        raise OpSourceError(f"line {op_fn.lineno}: a SPLICE parameter stands among op()'s plain or keyword-only parameters, not before '/'")
+    pairs = _with_defaults([*args.posonlyargs, *args.args], args.defaults)
+    positional = [*pairs[: len(args.posonlyargs)], *splice(pairs[len(args.posonlyargs) :])]
+    kwonly = splice(list(zip(args.kwonlyargs, args.kw_defaults)))
+    defaulted = False
+    for arg, default in positional:
+        if default is None and defaulted:
+            raise OpSourceError(
+                f"line {op_fn.lineno}: once spliced, op()'s parameter {arg.arg!r} has no default but follows one that has; "
+                "move the SPLICE parameter or give the parameters after it defaults"
+            )
+        defaulted = defaulted or default is not None
+    spliced = copy.copy(op_fn)
+    spliced.args = ast.arguments(
+        posonlyargs=list(args.posonlyargs),
+        args=[a for a, _ in positional[len(args.posonlyargs):]],
+        vararg=args.vararg,
+        kwonlyargs=[a for a, _ in kwonly],
+        kw_defaults=[d for _, d in kwonly],
+        kwarg=args.kwarg,
+        defaults=[d for _, d in positional if d is not None],
+    )
+    return spliced
+
+
+def _splice_names(source: str) -> frozenset[str]:
+    """Names of the signature-only helpers ``op`` splices (imported, but not inlined as functions)."""
+    op_fn = _op_function(_parse_source(source))
+    return frozenset(a.arg for a in _splice_markers(op_fn)) if op_fn is not None else frozenset()
+
+
 @functools.lru_cache(maxsize=256)
 def _check_placeholders(source: str, op_names: tuple[str, ...], function: str) -> None:
     """``OP_PARAMS`` / ``OMIT`` stand only where the renderer expands them (once per source, op
@@ -283,12 +418,20 @@ def _check_placeholders(source: str, op_names: tuple[str, ...], function: str) -
             seen.add(keyword.arg)
             if isinstance(keyword.value, ast.Name) and keyword.value.id == OMIT_PLACEHOLDER:
                 expanded.add(id(keyword.value))
+    op_fn = _op_function(tree)
+    markers = _splice_markers(op_fn) if op_fn is not None else []
+    expanded.update(id(m.annotation) for m in markers)
+    spliced = {m.arg for m in markers}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in (PARAMS_PLACEHOLDER, OMIT_PLACEHOLDER) and id(node) not in expanded:
             raise OpSourceError(
                 f"line {node.lineno}: {node.id} stands only in 'def entry(**OP_PARAMS):', 'def fake(**OP_PARAMS):' "
                 "and calls 'OP(**OP_PARAMS, p=OMIT)' / 'WRAPPER(**OP_PARAMS, ...)'"
             )
+        if isinstance(node, ast.Name) and node.id == SPLICE_PLACEHOLDER and id(node) not in expanded:
+            raise OpSourceError(f"line {node.lineno}: SPLICE stands only as the annotation of a parameter of op() ('_shared_params: SPLICE')")
+        if isinstance(node, ast.Name) and node.id in spliced:
+            raise OpSourceError(f"line {node.lineno}: {node.id} is a parameter list spliced into op(), not a function to use")
 
 
 def check_op_source(target: CustomOpTarget) -> None:
@@ -301,7 +444,8 @@ def check_op_source(target: CustomOpTarget) -> None:
             helper is missing (module not in ``target.helpers``, name not a function of it) or clashes
             with a function of the source, a release parameter is unknown to the source, an absent
             parameter has no default to bind, a ``defaults`` entry is not an expression or names no
-            parameter, or a ``release`` key is not in ``RELEASE``.
+            parameter, a ``release`` key is not in ``RELEASE``, or a ``_shared_params: SPLICE``
+            parameter cannot be spliced (see :func:`_spliced_op`) or ``SPLICE`` stands elsewhere.
     """
     try:
         tree = _parse_source(target.source)
@@ -329,7 +473,7 @@ def check_op_source(target: CustomOpTarget) -> None:
     missing = [name for name in FUNCTIONS if name not in functions]
     if missing:
         raise OpSourceError(f"defines no {', '.join(missing)}(); an op source needs entry, op and fake")
-    names, defaults = _signature(functions["op"])
+    names, defaults = _signature(_spliced_op(functions["op"], target.source, target.helpers))
     for name in ("entry", "fake"):
         if _takes_op_params(functions[name]):
             continue
@@ -340,10 +484,11 @@ def check_op_source(target: CustomOpTarget) -> None:
                 f"write 'def {name}(**OP_PARAMS):' to take op()'s"
             )
     _check_placeholders(target.source, tuple(names), target.function)
+    spliced = _splice_names(target.source)
     for module, imported in helper_imports(target.source).items():
         if module not in target.helpers:
             raise OpSourceError(f"'from .{module} import ...': no helper module {module}.py was read beside the op source")
-        for name in _helper_closure(module, target.helpers[module], imported)[0]:
+        for name in _helper_closure(module, target.helpers[module], tuple(n for n in imported if n not in spliced))[0]:
             if name in functions:
                 raise OpSourceError(f"{name} is defined in the op source and in {module}.py, which it imports from; keep one")
     unknown = [p for p in target.params if p not in names]
@@ -545,8 +690,8 @@ def plain_source(source: str, helpers: dict[str, str] | None = None) -> str:
         tree = _parse_source(source)
     except SyntaxError as exc:
         raise OpSourceError(f"line {exc.lineno}: does not parse: {exc.msg}") from None
-    op_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op"), None)
-    params = tuple(_signature(op_fn)[0]) if op_fn is not None else ()
+    op_fn = _op_function(tree)
+    params = tuple(_signature(_spliced_op(op_fn, source, dict(helpers or {})))[0]) if op_fn is not None else ()
     target = CustomOpTarget(function="", source=source, source_label="", params=params, helpers=dict(helpers or {}))
     check_op_source(target)
     return _resolve(target).code
@@ -565,19 +710,59 @@ def _resolve(target: CustomOpTarget):
     import libcst as cst
 
     module = cst.parse_module(target.source)
-    op_def = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "op")
+    op_def = _splice_cst(next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "op"), target)
     op_params = op_def.params
     names = [p.name.value for p in (*op_params.posonly_params, *op_params.params, *op_params.kwonly_params)]
-    inlined: set[str] = set()
+    inlined: set[str] = set(_splice_names(target.source))  # signature-only helpers: spliced, never inlined
     body = []
     for statement in module.body:
         if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.ImportFrom) and statement.body[0].relative:
             body.extend(_inline(statement, target, inlined))
+        elif isinstance(statement, cst.FunctionDef) and statement.name.value == "op":
+            body.append(op_def)
         elif isinstance(statement, cst.FunctionDef) and _takes_op_params_cst(statement):
             body.append(statement.with_changes(params=_unannotated(op_params), whitespace_before_params=op_def.whitespace_before_params))
         else:
             body.append(statement)
     return module.with_changes(body=body).visit(_Expand(names, (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, target.function)))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_cst(source: str):
+    """``libcst.parse_module(source)`` once per helper module text (libcst trees are immutable)."""
+    import libcst as cst
+
+    return cst.parse_module(source)
+
+
+def _splice_cst(op_def, target: CustomOpTarget):
+    """``op_def`` (libcst) with each ``_shared_params: SPLICE`` parameter replaced by the helper's parameters:
+    their annotations, defaults and layout, the last one taking the SPLICE parameter's comma (so what follows
+    keeps its place) and its own end-of-line comment. Checked beforehand by :func:`_spliced_op`."""
+    import libcst as cst
+
+    spliced = _splice_names(target.source)
+    if not spliced:
+        return op_def
+    imports = helper_imports(target.source)
+
+    def replace(seq):
+        out = []
+        for param in seq:
+            if param.name.value not in spliced:
+                out.append(param)
+                continue
+            module = next(m for m, names in imports.items() if param.name.value in names)
+            helper = next(s for s in _parse_cst(target.helpers[module]).body if isinstance(s, cst.FunctionDef) and s.name.value == param.name.value)
+            params = list(helper.params.params)
+            if not isinstance(param.comma, cst.Comma) or not isinstance(param.comma.whitespace_after, cst.ParenthesizedWhitespace):
+                params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for p in params]  # op on one line
+            params[-1] = params[-1].with_changes(comma=_layout_comma(param.comma, helper.params.params[-1].comma))
+            out.extend(params)
+        return out
+
+    params = op_def.params
+    return op_def.with_changes(params=params.with_changes(params=replace(params.params), kwonly_params=replace(params.kwonly_params)))
 
 
 def _takes_op_params_cst(function) -> bool:
@@ -594,8 +779,9 @@ def _inline(statement, target: CustomOpTarget, inlined: set[str]) -> list:
     node = ast.parse(_code(statement)).body[0]
     module = node.module  # type: ignore[attr-defined]
     source = target.helpers[module]
-    names, used = _helper_closure(module, source, tuple(a.name for a in node.names))  # type: ignore[attr-defined]
-    helper = cst.parse_module(source)
+    spliced = _splice_names(target.source)
+    names, used = _helper_closure(module, source, tuple(a.name for a in node.names if a.name not in spliced))  # type: ignore[attr-defined]
+    helper = _parse_cst(source)
     out = []
     for s in helper.body:
         if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], (cst.Import, cst.ImportFrom)):
@@ -686,8 +872,7 @@ def _redirect(target: CustomOpTarget) -> str:
 
 def _absent_params(target: CustomOpTarget) -> dict[str, str]:
     """Parameters of the op source absent in this release → the source default's code."""
-    tree = _parse_source(target.source)
-    op_fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op")
+    op_fn = _spliced_op(_op_function(_parse_source(target.source)), target.source, target.helpers)
     names, defaults = _signature(op_fn)
     return {name: ast.unparse(defaults[name]) for name in names if name not in target.params}
 

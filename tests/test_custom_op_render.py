@@ -290,3 +290,155 @@ def test_errors_say_what_is_wrong(source: str, helpers: dict, message: str) -> N
 def test_explicit_signatures_equal_to_ops_are_still_accepted() -> None:
     explicit = SOURCE.replace("def entry(**OP_PARAMS):", "def entry(x, mode=0, scale=1.0, extra=False):")
     check_op_source(target(explicit, ("x", "mode")))
+
+
+# --------------------------------------------------------------------------- #
+# SPLICE: a parameter list several op sources share, declared once in a helper module
+# --------------------------------------------------------------------------- #
+SPLICE_HELPERS = {
+    "_params": src(
+        '''
+        """Shared parameter lists."""
+        from typing import Optional
+
+        import torch
+
+
+        def _shared_params(
+            scale: Optional[torch.Tensor],
+            mode: int = 0,  # an enum, as int
+            extra: bool = False,
+        ):
+            """Signature only."""
+
+
+        def _as_int(value):
+            return int(value)
+        '''
+    )
+}
+
+SPLICE_SOURCE = """
+    from typing import Optional
+
+    import torch
+
+    from ._params import _as_int, _shared_params
+
+
+    def entry(**OP_PARAMS):
+        return OP(**OP_PARAMS, mode=_as_int(mode))
+
+
+    def op(
+        x: torch.Tensor,
+        _shared_params: SPLICE,  # scale, mode, extra
+        tail: int = 1,
+    ) -> torch.Tensor:
+        return WRAPPER(**OP_PARAMS)
+
+
+    def fake(**OP_PARAMS):
+        return torch.empty_like(x)
+"""
+
+SPLICE_EXPLICIT = """
+    from typing import Optional
+
+    import torch
+
+    from ._params import _as_int
+
+
+    def entry(**OP_PARAMS):
+        return OP(**OP_PARAMS, mode=_as_int(mode))
+
+
+    def op(
+        x: torch.Tensor,
+        scale: Optional[torch.Tensor],
+        mode: int = 0,  # an enum, as int
+        extra: bool = False,
+        tail: int = 1,
+    ) -> torch.Tensor:
+        return WRAPPER(**OP_PARAMS)
+
+
+    def fake(**OP_PARAMS):
+        return torch.empty_like(x)
+"""
+
+
+@pytest.mark.parametrize("params", [("x", "scale", "mode", "extra", "tail"), ("x", "scale", "tail"), ("x", "scale", "mode")])
+def test_splice_renders_what_the_explicit_signature_renders(params: tuple[str, ...]) -> None:
+    """Same parameters, same block and op name, for every release (a spliced parameter absent in one is trimmed)."""
+    assert render(target(SPLICE_SOURCE, params, SPLICE_HELPERS)) == render(target(SPLICE_EXPLICIT, params, SPLICE_HELPERS))
+
+
+def test_spliced_parameters_stand_in_place_with_their_layout_and_the_helper_is_not_inlined() -> None:
+    block = render(target(SPLICE_SOURCE, ("x", "scale", "mode", "extra", "tail"), SPLICE_HELPERS)).block
+    assert function_text(block, "op") == src(
+        """
+        def op(
+            x: torch.Tensor,
+            scale: Optional[torch.Tensor],
+            mode: int = 0,  # an enum, as int
+            extra: bool = False,
+            tail: int = 1,
+        ) -> torch.Tensor:
+            return wrap(x=x, scale=scale, mode=mode, extra=extra, tail=tail)
+        """
+    )
+    assert function_text(block, "entry").startswith("def entry(\n    x,\n    scale,\n    mode=0,")
+    assert "_shared_params" not in block and "SPLICE" not in block and "scale, mode, extra" not in block
+    assert "def _as_int(" in block
+
+
+def test_a_one_line_signature_takes_the_spliced_parameters_on_its_line() -> None:
+    source = SPLICE_SOURCE.replace(
+        "def op(\n        x: torch.Tensor,\n        _shared_params: SPLICE,  # scale, mode, extra\n        tail: int = 1,\n    )",
+        "def op(x: torch.Tensor, _shared_params: SPLICE, tail: int = 1)",
+    )
+    block = render(target(source, ("x", "scale", "mode", "extra", "tail"), SPLICE_HELPERS)).block
+    assert "def op(x: torch.Tensor, scale: Optional[torch.Tensor], mode: int = 0, extra: bool = False, tail: int = 1) -> torch.Tensor:" in block
+
+
+def test_spliced_source_runs_through_plain_source() -> None:
+    namespace: dict = {"torch": None, "Optional": None}
+    exec(compile(plain_source(src(SPLICE_SOURCE), SPLICE_HELPERS), "<op source>", "exec"), namespace)  # noqa: S102 - a source written in this test
+    namespace["OP"] = lambda **kwargs: kwargs
+    assert namespace["entry"](x="t", scale=None, mode=True) == {"x": "t", "scale": None, "mode": 1, "extra": False, "tail": 1}
+
+
+def _splice_helpers(signature: str, body: str = '"""Signature only."""') -> dict[str, str]:
+    return {"_params": f"from typing import Optional\n\nimport torch\n\n\ndef _shared_params({signature}):\n    {body}\n\n\ndef _as_int(value):\n    return int(value)\n"}
+
+
+@pytest.mark.parametrize(
+    ("source", "helpers", "message"),
+    [
+        pytest.param(SPLICE_SOURCE.replace("_shared_params: SPLICE,", "_shared_params: SPLICE = 0,"), SPLICE_HELPERS,
+                     r"'_shared_params: SPLICE' takes no default", id="marker-default"),
+        pytest.param(SPLICE_SOURCE.replace("import _as_int, _shared_params", "import _as_int"), SPLICE_HELPERS,
+                     r"op\(\) splices _shared_params: import it from its helper module", id="marker-not-imported"),
+        pytest.param(SPLICE_SOURCE, _splice_helpers("scale: int", "return scale"),
+                     r"_params\.py:6: _shared_params is spliced into op\(\), so it is a signature only", id="helper-has-a-body"),
+        pytest.param(SPLICE_SOURCE, _splice_helpers("scale: int, *rest"), r"so it is a signature only", id="helper-takes-varargs"),
+        pytest.param(SPLICE_SOURCE, _splice_helpers("scale: int, tail: int = 0"),
+                     r"parameter 'tail' of _shared_params is op\(\)'s own too", id="spliced-name-clash"),
+        pytest.param(SPLICE_SOURCE, _splice_helpers("scale"), r"parameter 'scale' of _shared_params has no annotation", id="spliced-without-annotation"),
+        pytest.param(SPLICE_SOURCE.replace("from typing import Optional\n", ""), SPLICE_HELPERS,
+                     r"parameter 'scale' of _shared_params uses Optional, which the op source does not import", id="annotation-not-imported"),
+        pytest.param(SPLICE_SOURCE.replace("tail: int = 1,", "tail: int,"), SPLICE_HELPERS,
+                     r"once spliced, op\(\)'s parameter 'tail' has no default but follows one that has", id="default-order"),
+        pytest.param(SPLICE_SOURCE.replace("return torch.empty_like(x)", "return SPLICE"), SPLICE_HELPERS,
+                     r"SPLICE stands only as the annotation of a parameter of op\(\)", id="stray-splice"),
+        pytest.param(SPLICE_SOURCE.replace("return torch.empty_like(x)", "return _shared_params()"), SPLICE_HELPERS,
+                     r"_shared_params is a parameter list spliced into op\(\), not a function to use", id="spliced-helper-called"),
+        pytest.param(SPLICE_SOURCE.replace("x: torch.Tensor,\n        _shared_params: SPLICE,", "x: torch.Tensor,\n        _shared_params: SPLICE,\n        /,"),
+                     SPLICE_HELPERS, r"a SPLICE parameter stands among op\(\)'s plain or keyword-only parameters", id="positional-only"),
+    ],
+)
+def test_splice_errors_say_what_is_wrong(source: str, helpers: dict, message: str) -> None:
+    with pytest.raises(OpSourceError, match=message):
+        check_op_source(target(source, ("x",), helpers))
