@@ -191,6 +191,26 @@ def test_schema_is_the_release_signature_with_its_mutations(child_result, functi
     assert result["schema_mutated"] == mutated
 
 
+@pytest.mark.parametrize("function", FUNCTIONS[:2])
+def test_the_spliced_parameter_list_is_each_release_s_own_run_after_the_first(function: str) -> None:
+    """Both trtllm op sources splice ``_trtllm_fp4_moe_params`` (ops/_moe_helpers.py) after their first
+    parameter: in every release target of their specs (the wrapper's parameters, checked against each
+    wheel for drift) the present ones of that list stand right there, in that order."""
+    import ast
+
+    spec = next(s for s in SPECS if s.id == f"{function.replace('_', '-')}-fullgraph")
+    targets = [op for t in spec.targets for kind, op in t.operation_specs if kind == "custom-op"]
+    assert len(targets) >= 7
+    helpers = targets[0]["target"].helpers["_moe_helpers"]
+    shared = next(n for n in ast.parse(helpers).body if isinstance(n, ast.FunctionDef) and n.name == "_trtllm_fp4_moe_params")
+    names = [a.arg for a in shared.args.args]
+    for op in targets:
+        params = list(op["target"].params)
+        present = [p for p in names if p in params]
+        assert len(present) >= len(names) - 2, (op["target"].versions, set(names) - set(present))
+        assert params[1 : 1 + len(present)] == present, op["target"].versions
+
+
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_fake_under_backed_and_unbacked_token_counts(child_result, function: str, version: str) -> None:

@@ -2,11 +2,55 @@
 ``cutlass_fused_moe``).
 
 Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
-here into its rendered block, so nothing installed imports this file.
+here into its rendered block, and splices the signature-only ``_trtllm_fp4_moe_params`` into ``op``'s
+parameter list where it stands as ``_trtllm_fp4_moe_params: SPLICE``, so nothing installed imports this file.
 """
 import enum
+from typing import Optional
 
 import torch
+
+
+def _trtllm_fp4_moe_params(
+    routing_bias: Optional[torch.Tensor],
+    hidden_states: torch.Tensor,
+    hidden_states_scale: Optional[torch.Tensor],
+    gemm1_weights: torch.Tensor,
+    gemm1_weights_scale: torch.Tensor,
+    gemm1_bias: Optional[torch.Tensor],
+    gemm1_alpha: Optional[torch.Tensor],
+    gemm1_beta: Optional[torch.Tensor],
+    gemm1_clamp_limit: Optional[torch.Tensor],
+    gemm2_weights: torch.Tensor,
+    gemm2_weights_scale: torch.Tensor,
+    gemm2_bias: Optional[torch.Tensor],
+    output1_scale_scalar: Optional[torch.Tensor],
+    output1_scale_gate_scalar: Optional[torch.Tensor],
+    output2_scale_scalar: Optional[torch.Tensor],
+    num_experts: int,
+    top_k: int,
+    n_group: Optional[int],
+    topk_group: Optional[int],
+    intermediate_size: int,
+    local_expert_offset: int,
+    local_num_experts: int,
+    routed_scaling_factor: Optional[float],
+    routing_method_type: int = 0,
+    do_finalize: bool = True,
+    enable_pdl: Optional[bool] = None,
+    gated_act_type: int = 0,
+    activation_type: int = 3,
+    per_token_scale: Optional[torch.Tensor] = None,
+    output: Optional[torch.Tensor] = None,
+    tune_max_num_tokens: int = 8192,
+):
+    """Signature only: the parameters both TRT-LLM-Gen FP4 MoE wrappers declare alike, ``routing_bias`` to
+    ``tune_max_num_tokens``, right after their first (``routing_logits`` / ``topk_ids``) and in this order
+    on every release (FlashInfer 0.6.0 – 0.7.4, ``flashinfer/fused_moe/core.py``: ``gated_act_type`` before
+    0.6.3, ``activation_type`` from 0.6.3, ``per_token_scale`` from 0.6.11; the parameters after these
+    differ between the two). Their op sources splice it into ``op`` (``_trtllm_fp4_moe_params: SPLICE``),
+    schema annotations and defaults included; a parameter absent in a release is trimmed there as any other.
+    Never called, never inlined."""
 
 
 def _as_int(value):

@@ -37,7 +37,7 @@ from typing import List, Optional
 
 import torch
 
-from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
@@ -77,37 +77,7 @@ def entry(**OP_PARAMS):
 
 def op(
     routing_logits: torch.Tensor,
-    routing_bias: Optional[torch.Tensor],
-    hidden_states: torch.Tensor,
-    hidden_states_scale: Optional[torch.Tensor],
-    gemm1_weights: torch.Tensor,
-    gemm1_weights_scale: torch.Tensor,
-    gemm1_bias: Optional[torch.Tensor],
-    gemm1_alpha: Optional[torch.Tensor],
-    gemm1_beta: Optional[torch.Tensor],
-    gemm1_clamp_limit: Optional[torch.Tensor],
-    gemm2_weights: torch.Tensor,
-    gemm2_weights_scale: torch.Tensor,
-    gemm2_bias: Optional[torch.Tensor],
-    output1_scale_scalar: Optional[torch.Tensor],
-    output1_scale_gate_scalar: Optional[torch.Tensor],
-    output2_scale_scalar: Optional[torch.Tensor],
-    num_experts: int,
-    top_k: int,
-    n_group: Optional[int],
-    topk_group: Optional[int],
-    intermediate_size: int,
-    local_expert_offset: int,
-    local_num_experts: int,
-    routed_scaling_factor: Optional[float],
-    routing_method_type: int = 0,
-    do_finalize: bool = True,
-    enable_pdl: Optional[bool] = None,
-    gated_act_type: int = 0,
-    activation_type: int = 3,
-    per_token_scale: Optional[torch.Tensor] = None,
-    output: Optional[torch.Tensor] = None,
-    tune_max_num_tokens: int = 8192,
+    _trtllm_fp4_moe_params: SPLICE,  # routing_bias … tune_max_num_tokens, declared once in _moe_helpers.py
     norm_topk_prob: bool = True,
     routing_replay_out: Optional[torch.Tensor] = None,
     num_fused_shared_experts: Optional[int] = None,
