@@ -150,6 +150,23 @@ def _header(engine) -> dict[str, Any]:
     return {"schema": JSON_SCHEMA_VERSION, "distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
 
 
+def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
+    """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
+    ``obsolete``: a spec's own data for this release), and those as a clause for a summary line
+    (``"; not needed on this release: a (not-needed), b (obsolete)"``, or ``""``).
+
+    Args:
+        ids: spec ids, in the order to print them.
+        reports: :meth:`fp4patch.engine.SpecReport.to_json` dicts (``id``, ``state``); an id without
+            a report stays in the first list.
+    """
+    states = {r["id"]: r["state"] for r in reports}
+    declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
+    kept = [i for i in ids if i not in declared]
+    clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
+    return kept, clause
+
+
 @app.command(cls=Command)
 def status(
     python: PythonOpt = None,
@@ -173,9 +190,10 @@ def status(
             return EXIT_OK
         h = _header(engine)
         color = use_color()
+        recorded, declared = _split_declared(applied, [r.to_json() for r in reports])
         _print_lines([
             f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
-            f"recorded as applied by fp4patch: {', '.join(applied) if applied else 'nothing'}",
+            f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}",
             *([f"stale record: {stale}"] if stale else []),
             *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
         ])
@@ -234,23 +252,25 @@ def apply(
         from .verdict import Request, record
 
         _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        reports: list[dict] = []
 
         def record_verdict() -> None:  # under apply's lock
             engine.inputs.clear()  # the verdict's key: exactly the files the reports below read
-            record(engine, Request.of(spec, specs_dir), [engine.report(s).to_json() for s in selected], _header(engine))
+            reports[:] = [engine.report(s).to_json() for s in selected]
+            record(engine, Request.of(spec, specs_dir), reports, _header(engine))
 
         written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict)
         if as_json:
             print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
             return EXIT_OK
         h = _header(engine)
-        ids = ", ".join(s.id for s in selected)
+        ids, declared = _split_declared([s.id for s in selected], reports)
         if not written:
-            out.print(f"{h['distribution']} {h['version']}: already applied ({ids}); nothing written")
+            out.print(f"{h['distribution']} {h['version']}: already applied ({', '.join(ids) or 'nothing to change'}){declared}; nothing written")
         for plan in written:
             out.print(f"patched {plan.relative} ({', '.join(plan.specs)})")
         if written:
-            out.print(f"{h['distribution']} {h['version']}: applied {ids}; backups in {engine.store.root}")
+            out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}")
         return EXIT_OK
 
     _run(as_json, body, quiet)

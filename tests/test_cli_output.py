@@ -100,6 +100,23 @@ def test_github_annotations_say_not_applied_and_what_to_run(site_060: Path) -> N
     assert not any("is applicable" in line for line in errors)
 
 
+# --------------------------------------------------------------------------- apply / status
+def test_apply_and_status_list_declared_specs_apart_from_applied_ones(site_060: Path) -> None:
+    """A default spec declared not-needed on 0.6.0 is recorded by apply (revert knows it) but is not
+    called applied: the summary lines name it with the state verify gives it."""
+    done = run_cli("apply", *sp(site_060), check=True).stdout
+    specs = {s["id"]: s["state"] for s in json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["specs"]}
+    idle = sorted(i for i, state in specs.items() if state == "not-needed")
+    assert idle
+    again = run_cli("apply", *sp(site_060), check=True).stdout
+    status = run_cli("status", *sp(site_060), check=True).stdout
+    for text, lead in ((done, r"applied "), (again, r"already applied \("), (status, r"recorded as applied by fp4patch: ")):
+        found = re.search(lead + r"(.+?)\)?; not needed on this release: (.+?)(;|$)", text, re.MULTILINE)
+        assert found, text
+        assert {i for i in found[1].split(", ")} == {i for i, state in specs.items() if state == "applied"}, text
+        assert found[2].split(", ") == [f"{i} (not-needed)" for i in idle], text
+
+
 # -------------------------------------------------------------------------------------- revert
 def test_partial_revert_says_what_stays_applied(site_060: Path) -> None:
     run_cli("apply", *sp(site_060), check=True)
