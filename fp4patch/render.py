@@ -203,7 +203,7 @@ def failure_hint(
     parts = [interrupted] if interrupted else []
     parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
     if "applicable" in by_state:
-        parts.append("run `fp4patch apply`")
+        parts.append(f"run `{apply_command([r for r in reports if r['state'] == 'applicable' and 'applicable' not in ok_states])}`")
     if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
         parts.append("see the detail column; upstream changed or the version is not covered")
     failed_cases = [c for c in cases or [] if not c.get("passed")]
@@ -215,11 +215,21 @@ def failure_hint(
     return "; ".join(parts) or "see above"
 
 
-def state_message(spec_id: str, state: str) -> str:
+def apply_command(reports: list[dict[str, Any]]) -> str:
+    """The command that applies the specs of ``reports`` (``--json`` report dicts: ``id``, ``default``):
+    ``fp4patch apply`` when each is a default spec (a plain apply applies those), else
+    ``fp4patch apply --spec a --spec b`` (a plain apply would leave a non-default spec out)."""
+    if all(r.get("default", True) for r in reports):
+        return "fp4patch apply"
+    return " ".join(["fp4patch apply", *(f"--spec {r['id']}" for r in reports)])
+
+
+def state_message(spec_id: str, state: str, default: bool = True) -> str:
     """One sentence for a spec that failed a check in ``state`` and has no detail of its own,
-    saying what to do (``applicable``: the spec is not applied, ``fp4patch apply`` applies it)."""
+    saying what to do (``applicable``: the spec is not applied; :func:`apply_command` applies it,
+    ``default`` saying whether a plain ``fp4patch apply`` includes it)."""
     if state == "applicable":
-        return f"{spec_id} is not applied (every anchor is present); run `fp4patch apply`"
+        return f"{spec_id} is not applied (every anchor is present); run `{apply_command([{'id': spec_id, 'default': default}])}`"
     return f"{spec_id} is {state}"
 
 
@@ -261,7 +271,7 @@ def github_annotations(
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"])))
+        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True))))
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:

@@ -100,6 +100,17 @@ def test_github_annotations_say_not_applied_and_what_to_run(site_060: Path) -> N
     assert not any("is applicable" in line for line in errors)
 
 
+def test_a_non_default_spec_not_applied_is_advised_by_name(site_060: Path) -> None:
+    """A plain `fp4patch apply` leaves a non-default spec out: the advice names it."""
+    disable = "fp4-quantize-compiler-disable"
+    done = run_cli("verify", "--spec", disable, "--spec", CUDA, *sp(site_060))
+    assert done.returncode == 1
+    assert f"run `fp4patch apply --spec {CUDA} --spec {disable}`" in done.stdout.splitlines()[-1], done.stdout
+    github = run_cli("verify", "--spec", disable, "--format", "github", *sp(site_060)).stdout
+    errors = [line for line in github.splitlines() if line.startswith("::error")]
+    assert errors and all(f"run `fp4patch apply --spec {disable}`" in line for line in errors), github
+
+
 # --------------------------------------------------------------------------- apply / status
 def test_apply_and_status_list_declared_specs_apart_from_applied_ones(site_060: Path) -> None:
     """A default spec declared not-needed on 0.6.0 is recorded by apply (revert knows it) but is not
