@@ -100,7 +100,19 @@ def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: st
     module, sep, function = target.partition(":")
     if not sep or not module or not function:
         raise UsageError(f"--function {target!r}: expected MODULE:FUNCTION, e.g. flashinfer.quantization.fp4_quantization:fp4_quantize")
-    relative = module_file(dist, module)
+    try:
+        relative = module_file(dist, module)
+    except UsageError as exc:
+        # the module moved between releases (flashinfer.fp4_quantization → flashinfer.quantization.fp4_quantization
+        # at 0.6.7): follow the package's own re-exports to where this release defines the function
+        found = defining_module(dist, module.split(".")[0], function)
+        if not found:
+            raise
+        base = module.replace(".", "/")
+        raise UsageError(
+            f"{dist.name} {dist.version} has no module {module!r} (looked for {base}.py); {function} is defined in {found} "
+            f"in this release: pass --function {found}:{function}"
+        ) from exc
     from .manifest import ManifestStore
 
     manifest = ManifestStore(dist.site_packages, dist.name).load()

@@ -210,6 +210,7 @@ def test_readme_lists_the_states_verify_against_accepts() -> None:
         ("0.7.4", "flashinfer", "flashinfer.quantization.fp4_quantization"),
         ("0.7.4", "flashinfer.fp4_quantization", "flashinfer.quantization.fp4_quantization"),  # the re-export shim
         ("0.6.0", "flashinfer", "flashinfer.fp4_quantization"),
+        ("0.6.0", "flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quantization"),  # the README's path, moved at 0.6.7
     ],
 )
 def test_new_names_the_module_that_defines_a_reexported_function(tmp_path_factory, tmp_path: Path, version, given, defining) -> None:
