@@ -243,7 +243,12 @@ def _refuse_stray_metadata(dist: metadata.Distribution, name: str) -> None:
             f"{dist_folder(dist)}: metadata of {name} without a version (no METADATA file, or no Version in it: "
             f"left by an interrupted install or uninstall?); reinstall {name} (pip install --force-reinstall {name})"
         )
-    described = "; ".join(f"{Path(dist_folder(d)).name}: {'version ' + d.version if d.version else 'no version (no METADATA)'}" for d in siblings)
+    def says(d: metadata.Distribution) -> str:
+        if d.version:
+            return f"version {d.version}"
+        return "no version (no METADATA file)" if d.read_text("METADATA") is None else "no version (METADATA without a Version field)"
+
+    described = "; ".join(f"{Path(dist_folder(d)).name}: {says(d)}" for d in siblings)
     raise EnvironmentProblem(
         f"{base}: {len(siblings)} metadata folders of {name} ({described}); "
         f"remove the stray one (left by an interrupted install or uninstall), or reinstall {name}"

@@ -191,14 +191,18 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
 
 
 # --------------------------------------------------------------------------- leftovers
-@pytest.mark.parametrize("stray", ["no-metadata", "other-version"])
+@pytest.mark.parametrize("stray", ["no-metadata", "metadata-without-version", "other-version"])
 def test_a_stray_dist_info_beside_the_real_one_is_named(site_060: Path, stray: str) -> None:
     """An interrupted install/uninstall can leave a second ``.dist-info``; which one describes the
-    files cannot be told, so every command refuses, naming each folder (not "version None")."""
+    files cannot be told, so every command refuses, naming each folder and what it says (not "version None")."""
     folder = site_060 / "flashinfer_python-0.5.0.dist-info"
-    if stray == "no-metadata":
+    says = {"no-metadata": "no version (no METADATA file)", "metadata-without-version": "no version (METADATA without a Version field)",
+            "other-version": "version 0.5.0"}[stray]
+    if stray != "other-version":
         folder.mkdir()
         (folder / "RECORD").write_text("")
+        if stray == "metadata-without-version":
+            (folder / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-python\n", encoding="utf-8")
     else:
         shutil.copytree(site_060 / DIST_INFO, folder)
         metadata = folder / "METADATA"
@@ -211,6 +215,7 @@ def test_a_stray_dist_info_beside_the_real_one_is_named(site_060: Path, stray: s
         assert done.returncode == 2, (command, done.stderr)
         line = one_line_error(done.stderr)
         assert "flashinfer_python-0.5.0.dist-info" in line and DIST_INFO in line, line
+        assert f"flashinfer_python-0.5.0.dist-info: {says}" in line, line
         assert "None" not in line
     assert snapshot(site_060) == files
 
