@@ -7,6 +7,7 @@ listed in :mod:`fp4patch.errors` and the README.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -28,9 +29,22 @@ def _plain_flags(params: list) -> list:
     return params
 
 
+def _unwrapped(text: str | None) -> str | None:
+    """A docstring's paragraphs each on one line, for the help screen to wrap at the terminal's width
+    (typer 0.29 keeps the single line breaks of every paragraph after the first, so a docstring wrapped
+    at 100 columns was wrapped again, mid-sentence, on an 80-column terminal)."""
+    if not text:
+        return text
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
 class Command(TyperCommand):
     """A typer command whose help shows flags without a value and arguments as ``SPEC_ID``
     (typer >= 0.25 writes a required argument as ``{spec_id}`` in the usage line)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _unwrapped(self.help)
 
     def get_params(self, ctx):
         return _plain_flags(super().get_params(ctx))
@@ -56,7 +70,7 @@ class Group(TyperGroup):
 app = typer.Typer(
     name="fp4patch",
     cls=Group,
-    help="Statically patch an installed FlashInfer so that fp4_quantize works under torch.compile.",
+    help="Statically patch an installed FlashInfer so that its FP4 path (quantizers, GEMM, MoE) compiles under torch.compile(fullgraph=True).",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -595,7 +609,7 @@ def version_callback(value: bool) -> None:
 def main(
     version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Show the version.")] = False,
 ) -> None:
-    """Statically patch an installed FlashInfer so that fp4_quantize works under torch.compile."""
+    """Statically patch an installed FlashInfer so that its FP4 path (quantizers, GEMM, MoE) compiles under torch.compile(fullgraph=True)."""
 
 
 def run() -> None:

@@ -62,6 +62,19 @@ def test_revert_help_says_it_reverts_every_applied_spec() -> None:
     assert "default: every known spec" in status
 
 
+@pytest.mark.parametrize("command", ["verify", "revert", "scan"])
+def test_help_paragraphs_wrap_at_the_terminal_width_only(command: str) -> None:
+    """A docstring's own line breaks do not survive into the help screen: on an 80-column terminal a
+    paragraph's line ends only where its next word would not fit (typer keeps a docstring's line breaks
+    in every paragraph but the first)."""
+    text = run_cli(command, "--help", check=True, env={"COLUMNS": "80"}).stdout
+    prose = text[text.index("Usage:") : text.index("╭")].splitlines()[1:]
+    paragraphs = [p.splitlines() for p in "\n".join(line.strip() for line in prose).strip().split("\n\n")]
+    assert len(paragraphs) >= 2, text
+    for lines in paragraphs:
+        assert all(len(line) + 1 + len(after.split()[0]) > 70 for line, after in zip(lines, lines[1:])), lines
+
+
 # ----------------------------------------------------------------------------- output options
 @pytest.mark.parametrize(
     "args",
