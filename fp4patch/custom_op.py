@@ -300,7 +300,7 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
         OpSourceError: a SPLICE parameter has a default or is positional-only, its name is not imported
             from a read helper module, the helper is not a signature only, a spliced parameter has no
             annotation, uses a name the op source does not import or is also op's own, or a parameter
-            without a default follows one with a default once spliced.
+            without a default follows one with a default once spliced, the helper declares no parameters.
     """
     markers = _splice_markers(op_fn)
     if not markers:
@@ -338,6 +338,8 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
                     f"{label}: {name} is spliced into op(), so it is a signature only: plain parameters (no /, *, **), "
                     "no return annotation or decorator, and a docstring for its body"
                 )
+            if not fn.args.args:
+                raise OpSourceError(f"{label}: {name} declares no parameters; give it the parameters to splice or drop '{name}: SPLICE'")
             for param, param_default in _with_defaults(fn.args.args, fn.args.defaults):
                 if param.arg in own or param.arg in seen:
                     raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} is op()'s own too (or spliced twice); keep one")
@@ -491,6 +493,13 @@ def check_op_source(target: CustomOpTarget) -> None:
         for name in _helper_closure(module, target.helpers[module], tuple(n for n in imported if n not in spliced))[0]:
             if name in functions:
                 raise OpSourceError(f"{name} is defined in the op source and in {module}.py, which it imports from; keep one")
+            helper = _helper_module(module, target.helpers[module])[name]
+            uses = sorted(_used_names(helper) & spliced)
+            if uses:  # it would be inlined without the function it names: a NameError in site-packages
+                raise OpSourceError(
+                    f"{module}.py:{helper.lineno}: {name} uses {', '.join(uses)}, which op() splices as a parameter list and the "
+                    "block does not define; do not use a spliced signature-only helper in another helper"
+                )
     unknown = [p for p in target.params if p not in names]
     if unknown:
         raise OpSourceError(f"release parameter(s) {', '.join(unknown)} of {target.function}() unknown to the op source; add them to entry/op/fake")

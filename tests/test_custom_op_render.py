@@ -437,6 +437,12 @@ def _splice_helpers(signature: str, body: str = '"""Signature only."""') -> dict
                      r"_shared_params is a parameter list spliced into op\(\), not a function to use", id="spliced-helper-called"),
         pytest.param(SPLICE_SOURCE.replace("x: torch.Tensor,\n        _shared_params: SPLICE,", "x: torch.Tensor,\n        _shared_params: SPLICE,\n        /,"),
                      SPLICE_HELPERS, r"a SPLICE parameter stands among op\(\)'s plain or keyword-only parameters", id="positional-only"),
+        pytest.param(SPLICE_SOURCE.replace("return OP(**OP_PARAMS, mode=_as_int(mode))", "return OP(**OP_PARAMS)"), _splice_helpers(""),
+                     r"_params\.py:6: _shared_params declares no parameters", id="helper-without-parameters"),
+        pytest.param(SPLICE_SOURCE.replace("return OP(**OP_PARAMS, mode=_as_int(mode))", "return OP(**OP_PARAMS)").replace("import _as_int, ", "import _uses_the_list, "),
+                     {"_params": _splice_helpers("scale: Optional[torch.Tensor] = None")["_params"]
+                      + "\n\ndef _uses_the_list():\n    return _shared_params.__code__.co_varnames\n"},
+                     r"_params\.py:14: _uses_the_list uses _shared_params, which op\(\) splices", id="inlined-helper-uses-the-spliced-one"),
     ],
 )
 def test_splice_errors_say_what_is_wrong(source: str, helpers: dict, message: str) -> None:
