@@ -300,7 +300,7 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
         OpSourceError: a SPLICE parameter has a default or is positional-only, its name is not imported
             from a read helper module, the helper is not a signature only, a spliced parameter has no
             annotation, uses a name the op source does not import or is also op's own, or a parameter
-            without a default follows one with a default once spliced.
+            without a default follows one with a default once spliced, the helper declares no parameters.
     """
     markers = _splice_markers(op_fn)
     if not markers:
@@ -338,6 +338,8 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
                     f"{label}: {name} is spliced into op(), so it is a signature only: plain parameters (no /, *, **), "
                     "no return annotation or decorator, and a docstring for its body"
                 )
+            if not fn.args.args:
+                raise OpSourceError(f"{label}: {name} declares no parameters; give it the parameters to splice or drop '{name}: SPLICE'")
             for param, param_default in _with_defaults(fn.args.args, fn.args.defaults):
                 if param.arg in own or param.arg in seen:
                     raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} is op()'s own too (or spliced twice); keep one")
@@ -491,6 +493,13 @@ def check_op_source(target: CustomOpTarget) -> None:
         for name in _helper_closure(module, target.helpers[module], tuple(n for n in imported if n not in spliced))[0]:
             if name in functions:
                 raise OpSourceError(f"{name} is defined in the op source and in {module}.py, which it imports from; keep one")
+            helper = _helper_module(module, target.helpers[module])[name]
+            uses = sorted(_used_names(helper) & spliced)
+            if uses:  # it would be inlined without the function it names: a NameError in site-packages
+                raise OpSourceError(
+                    f"{module}.py:{helper.lineno}: {name} uses {', '.join(uses)}, which op() splices as a parameter list and the "
+                    "block does not define; do not use a spliced signature-only helper in another helper"
+                )
     unknown = [p for p in target.params if p not in names]
     if unknown:
         raise OpSourceError(f"release parameter(s) {', '.join(unknown)} of {target.function}() unknown to the op source; add them to entry/op/fake")
@@ -737,16 +746,24 @@ def _parse_cst(source: str):
 
 def _splice_cst(op_def, target: CustomOpTarget):
     """``op_def`` (libcst) with each ``_shared_params: SPLICE`` parameter replaced by the helper's parameters:
-    their annotations, defaults and layout, the last one taking the SPLICE parameter's comma (so what follows
-    keeps its place) and its own end-of-line comment. Checked beforehand by :func:`_spliced_op`."""
+    their annotations, defaults and layout, as if typed in its place. On a signature laid out one parameter a
+    line, the helper's comment lines stay (those after its ``(`` go before its first parameter) and its last
+    parameter takes the SPLICE parameter's comma, or none where SPLICE is op's last without one, with the
+    helper's end-of-line comment (the SPLICE parameter's own is dropped); on one line, the parameters are
+    joined by ", " and comments dropped. Checked beforehand by :func:`_spliced_op`."""
     import libcst as cst
 
     spliced = _splice_names(target.source)
     if not spliced:
         return op_def
     imports = helper_imports(target.source)
+    lead: dict[int, list] = {}  # position in the new list -> comment lines to put before that parameter
 
-    def replace(seq):
+    def after(param):
+        """The whitespace ending ``param``: after its comma, else before ")" (a last parameter without one)."""
+        return param.comma.whitespace_after if isinstance(param.comma, cst.Comma) else param.whitespace_after_param
+
+    def replace(seq, offset):
         out = []
         for param in seq:
             if param.name.value not in spliced:
@@ -755,14 +772,52 @@ def _splice_cst(op_def, target: CustomOpTarget):
             module = next(m for m, names in imports.items() if param.name.value in names)
             helper = next(s for s in _parse_cst(target.helpers[module]).body if isinstance(s, cst.FunctionDef) and s.name.value == param.name.value)
             params = list(helper.params.params)
-            if not isinstance(param.comma, cst.Comma) or not isinstance(param.comma.whitespace_after, cst.ParenthesizedWhitespace):
-                params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for p in params]  # op on one line
-            params[-1] = params[-1].with_changes(comma=_layout_comma(param.comma, helper.params.params[-1].comma))
+            own, last = after(param), after(params[-1])
+            if not isinstance(own, cst.ParenthesizedWhitespace):  # op on one line
+                params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")), whitespace_after_param=cst.SimpleWhitespace(""))
+                          for p in params]
+                params[-1] = params[-1].with_changes(comma=param.comma, whitespace_after_param=param.whitespace_after_param)
+                out.extend(params)
+                continue
+            opening = helper.whitespace_before_params
+            if isinstance(opening, cst.ParenthesizedWhitespace):
+                comment = opening.first_line.comment
+                top = [cst.EmptyLine(indent=True, whitespace=opening.last_line, comment=comment)] if comment else []
+                lead[offset + len(out)] = [*top, *opening.empty_lines]
+            helper_lines = (last.first_line, list(last.empty_lines)) if isinstance(last, cst.ParenthesizedWhitespace) else (cst.TrailingWhitespace(), [])
+            ending = own.with_changes(first_line=helper_lines[0], empty_lines=[*helper_lines[1], *own.empty_lines])
+            if isinstance(param.comma, cst.Comma):
+                params[-1] = params[-1].with_changes(comma=param.comma.with_changes(whitespace_after=ending), whitespace_after_param=param.whitespace_after_param)
+            else:
+                params[-1] = params[-1].with_changes(comma=param.comma, whitespace_after_param=ending)
             out.extend(params)
         return out
 
     params = op_def.params
-    return op_def.with_changes(params=params.with_changes(params=replace(params.params), kwonly_params=replace(params.kwonly_params)))
+    positional = replace(params.params, 0)
+    kwonly = replace(params.kwonly_params, len(positional))
+    flat = [*positional, *kwonly]
+    before_params = op_def.whitespace_before_params
+    star, slash = params.star_arg, params.posonly_ind
+
+    def with_lines(ws, lines):
+        return ws.with_changes(empty_lines=[*ws.empty_lines, *lines]) if isinstance(ws, cst.ParenthesizedWhitespace) else ws
+
+    for index, lines in lead.items():
+        if index == len(positional) and isinstance(star, cst.ParamStar) and kwonly:  # first after "*,"
+            star = star.with_changes(comma=star.comma.with_changes(whitespace_after=with_lines(star.comma.whitespace_after, lines)))
+        elif index == 0 and isinstance(slash, cst.ParamSlash) and isinstance(slash.comma, cst.Comma):  # first after "/,"
+            slash = slash.with_changes(comma=slash.comma.with_changes(whitespace_after=with_lines(slash.comma.whitespace_after, lines)))
+        elif index == 0 and not params.posonly_params:
+            before_params = with_lines(before_params, lines)
+        elif index > 0 and isinstance(flat[index - 1].comma, cst.Comma):
+            previous = flat[index - 1]
+            flat[index - 1] = previous.with_changes(comma=previous.comma.with_changes(whitespace_after=with_lines(previous.comma.whitespace_after, lines)))
+    positional, kwonly = flat[: len(positional)], flat[len(positional) :]
+    return op_def.with_changes(
+        whitespace_before_params=before_params,
+        params=params.with_changes(params=positional, kwonly_params=kwonly, star_arg=star, posonly_ind=slash),
+    )
 
 
 def _takes_op_params_cst(function) -> bool:

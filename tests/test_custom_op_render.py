@@ -437,8 +437,49 @@ def _splice_helpers(signature: str, body: str = '"""Signature only."""') -> dict
                      r"_shared_params is a parameter list spliced into op\(\), not a function to use", id="spliced-helper-called"),
         pytest.param(SPLICE_SOURCE.replace("x: torch.Tensor,\n        _shared_params: SPLICE,", "x: torch.Tensor,\n        _shared_params: SPLICE,\n        /,"),
                      SPLICE_HELPERS, r"a SPLICE parameter stands among op\(\)'s plain or keyword-only parameters", id="positional-only"),
+        pytest.param(SPLICE_SOURCE.replace("return OP(**OP_PARAMS, mode=_as_int(mode))", "return OP(**OP_PARAMS)"), _splice_helpers(""),
+                     r"_params\.py:6: _shared_params declares no parameters", id="helper-without-parameters"),
+        pytest.param(SPLICE_SOURCE.replace("return OP(**OP_PARAMS, mode=_as_int(mode))", "return OP(**OP_PARAMS)").replace("import _as_int, ", "import _uses_the_list, "),
+                     {"_params": _splice_helpers("scale: Optional[torch.Tensor] = None")["_params"]
+                      + "\n\ndef _uses_the_list():\n    return _shared_params.__code__.co_varnames\n"},
+                     r"_params\.py:14: _uses_the_list uses _shared_params, which op\(\) splices", id="inlined-helper-uses-the-spliced-one"),
     ],
 )
 def test_splice_errors_say_what_is_wrong(source: str, helpers: dict, message: str) -> None:
     with pytest.raises(OpSourceError, match=message):
         check_op_source(target(source, ("x",), helpers))
+
+
+_WRITTEN = "        scale: Optional[torch.Tensor],\n        mode: int = 0,  # an enum, as int\n        extra: bool = False,\n"
+_MARKER_LAST = ("        _shared_params: SPLICE,  # scale, mode, extra\n        tail: int = 1,\n", "        _shared_params: SPLICE\n")
+
+
+@pytest.mark.parametrize(
+    ("signature", "written", "marker"),
+    [
+        pytest.param("\n    scale: Optional[torch.Tensor],\n    mode: int = 0,\n    extra: bool = False\n",
+                     "        scale: Optional[torch.Tensor],\n        mode: int = 0,\n        extra: bool = False,\n", None,
+                     id="helper-without-trailing-comma"),
+        pytest.param("\n    scale: Optional[torch.Tensor],\n    mode: int = 0,\n    extra: bool = False  # the last\n",
+                     "        scale: Optional[torch.Tensor],\n        mode: int = 0,\n        extra: bool = False,  # the last\n", None,
+                     id="helper-without-trailing-comma-with-a-comment"),
+        pytest.param("  # shared\n    # the scale\n    scale: Optional[torch.Tensor],\n    mode: int = 0,\n    extra: bool = False,\n    # the end\n",
+                     "        # shared\n        # the scale\n        scale: Optional[torch.Tensor],\n        mode: int = 0,\n"
+                     "        extra: bool = False,\n        # the end\n", None,
+                     id="comment-lines-in-the-helper-signature"),
+        pytest.param("\n    scale: Optional[torch.Tensor],\n    mode: int = 0,  # an enum, as int\n    extra: bool = False,\n",
+                     "        scale: Optional[torch.Tensor],\n        mode: int = 0,  # an enum, as int\n        extra: bool = False\n", _MARKER_LAST,
+                     id="marker-last-without-trailing-comma"),
+    ],
+)
+def test_splice_layouts_render_what_the_written_out_list_renders(signature: str, written: str, marker: tuple | None) -> None:
+    """The helper's parameters land in op() as if typed there: its comment lines and a last parameter without a
+    trailing comma (in the helper or as op's last) keep one parameter a line, so the op name is the written-out one."""
+    source, explicit = SPLICE_SOURCE, SPLICE_EXPLICIT.replace(_WRITTEN, written)
+    if marker is not None:
+        source = source.replace(*marker)
+        explicit = explicit.replace("        tail: int = 1,\n", "")
+    params = ("x", "scale", "mode", "extra", "tail") if marker is None else ("x", "scale", "mode", "extra")
+    helpers = _splice_helpers(signature)
+    assert render(target(source, params, helpers)) == render(target(explicit, params, helpers))
+    assert plain_source(src(source), helpers) == plain_source(src(explicit), helpers)
