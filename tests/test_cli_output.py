@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -72,7 +73,7 @@ def test_help_paragraphs_wrap_at_the_terminal_width_only(command: str) -> None:
     paragraphs = [p.splitlines() for p in "\n".join(line.strip() for line in prose).strip().split("\n\n")]
     assert len(paragraphs) >= 2, text
     for lines in paragraphs:
-        assert all(len(line) + 1 + len(after.split()[0]) > 70 for line, after in zip(lines, lines[1:])), lines
+        assert all(len(line) + 1 + len(after.split()[0]) > 70 for line, after in itertools.pairwise(lines)), lines
 
 
 # ----------------------------------------------------------------------------- output options
