@@ -345,7 +345,8 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
                     raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} is op()'s own too (or spliced twice); keep one")
                 if param.annotation is None:
                     raise OpSourceError(f"{label}: parameter {param.arg!r} of {name} has no annotation; a spliced parameter carries its schema type")
-                missing = sorted((_used_names(param.annotation) | (_used_names(param_default) if param_default else set())) - bound)
+                used = _annotation_names(param.annotation, label) | (_used_names(param_default) if param_default else set())
+                missing = sorted(used - bound)
                 if missing:
                     raise OpSourceError(
                         f"{label}: parameter {param.arg!r} of {name} uses {', '.join(missing)}, which the op source does not import; import it there"
@@ -378,6 +379,22 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
         defaults=[d for _, d in positional if d is not None],
     )
     return spliced
+
+
+def _annotation_names(annotation: ast.expr, label: str) -> set[str]:
+    """The names an annotation uses, also inside a string annotation (``"Optional[torch.Tensor]"``,
+    which ``torch.library.custom_op`` evaluates in the module's globals all the same). ``label`` names
+    the helper in the OpSourceError raised for a string annotation that is not an expression."""
+    names = set()
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                names |= _annotation_names(ast.parse(node.value, mode="eval").body, label)
+            except SyntaxError:
+                raise OpSourceError(f"{label}: string annotation {node.value!r} is not a Python expression") from None
+    return names
 
 
 def _splice_names(source: str) -> frozenset[str]:
