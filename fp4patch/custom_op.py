@@ -297,10 +297,11 @@ def _spliced_op(op_fn: ast.FunctionDef, source: str, helpers: dict[str, str]) ->
         helpers: text of the helper modules it imports, by module name.
 
     Raises:
-        OpSourceError: a SPLICE parameter has a default or is positional-only, its name is not imported
-            from a read helper module, the helper is not a signature only, a spliced parameter has no
-            annotation, uses a name the op source does not import or is also op's own, or a parameter
-            without a default follows one with a default once spliced, the helper declares no parameters.
+        OpSourceError: a SPLICE parameter has a default or is positional-only; its name is not imported
+            from a read helper module; the helper is not a signature only or declares no parameters; a
+            spliced parameter has no annotation, uses a name the op source does not import (also inside a
+            string annotation) or is also op's own; or, once spliced, a parameter without a default
+            follows one with a default.
     """
     markers = _splice_markers(op_fn)
     if not markers:
