@@ -290,6 +290,14 @@ def apply(
     _run(as_json, body, quiet)
 
 
+def _target_options(python: str | None, site_packages: Path | None, specs_dir: Path | None) -> list[str]:
+    """The options naming the target environment and the specs as a command was given them
+    (``["--python", P]`` or ``["--site-packages", D]``, then ``["--specs-dir", D]``), for a command it
+    advises to work on the same environment with the same specs (:func:`fp4patch.render.apply_command`)."""
+    words = ["--python", str(python)] if python else ["--site-packages", str(site_packages)] if site_packages else []
+    return words + (["--specs-dir", str(specs_dir)] if specs_dir else [])
+
+
 @app.command(cls=Command)
 def verify(
     python: PythonOpt = None,
@@ -357,7 +365,10 @@ def verify(
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
         output = "json" if as_json else "github" if github else "table"
-        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked)
+        verify_output(
+            header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
+            apply_options=_target_options(python, site_packages, specs_dir),
+        )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)
