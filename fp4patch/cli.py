@@ -166,8 +166,10 @@ def _header(engine) -> dict[str, Any]:
 
 def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
     """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
-    ``obsolete``: a spec's own data for this release), and those as a clause for a summary line
-    (``"; not needed on this release: a (not-needed), b (obsolete)"``, or ``""``).
+    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
+    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
+    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
+    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
 
     Args:
         ids: spec ids, in the order to print them.
@@ -176,8 +178,11 @@ def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str
     """
     states = {r["id"]: r["state"] for r in reports}
     declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
-    kept = [i for i in ids if i not in declared]
+    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
+    kept = [i for i in ids if i not in declared and i not in lost]
     clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
+    if lost:
+        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
     return kept, clause
 
 

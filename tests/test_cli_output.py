@@ -166,6 +166,22 @@ def test_apply_and_status_list_declared_specs_apart_from_applied_ones(site_060: 
         assert found[2].split(", ") == [f"{i} (not-needed)" for i in idle], text
 
 
+def test_status_after_a_reinstall_does_not_call_unpatched_specs_applied(site_060: Path, tmp_path_factory) -> None:
+    """`pip install --force-reinstall` puts the original files back and leaves fp4patch's record: the
+    record's specs that are applicable again are named apart from the applied ones."""
+    run_cli("apply", *sp(site_060), check=True)
+    pristine = release_site("0.6.0", tmp_path_factory)
+    moved = "flashinfer/jit/cpp_ext.py"  # cuda-version-from-torch only
+    (site_060 / moved).unlink()
+    (site_060 / moved).write_bytes((pristine / moved).read_bytes())
+    states = {s["id"]: s["state"] for s in json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["specs"]}
+    assert states[CUDA] == APPLICABLE and states[FULLGRAPH] == "applied"
+    line = next(x for x in run_cli("status", *sp(site_060), check=True).stdout.splitlines() if x.startswith("recorded as applied"))
+    applied = line.split(": ", 1)[1].split(";")[0].split(", ")
+    assert FULLGRAPH in applied and CUDA not in applied, line
+    assert f"{CUDA} (applicable)" in line, line
+
+
 # -------------------------------------------------------------------------------------- revert
 def test_partial_revert_says_what_stays_applied(site_060: Path) -> None:
     run_cli("apply", *sp(site_060), check=True)
