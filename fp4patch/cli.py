@@ -285,7 +285,9 @@ def apply(
         h = _header(engine)
         ids, declared = _split_declared([s.id for s in selected], reports)
         if not written:
-            out.print(f"{h['distribution']} {h['version']}: already applied ({', '.join(ids) or 'nothing to change'}){declared}; nothing written")
+            # only declared specs selected: nothing was ever applied, so not 'already applied'
+            done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
+            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written")
         for plan in written:
             out.print(f"patched {plan.relative} ({', '.join(plan.specs)})")
         if written:

@@ -166,6 +166,15 @@ def test_apply_and_status_list_declared_specs_apart_from_applied_ones(site_060: 
         assert found[2].split(", ") == [f"{i} (not-needed)" for i in idle], text
 
 
+def test_apply_of_only_declared_specs_does_not_say_already_applied(site_060: Path) -> None:
+    """flashinfer-fp4-quantize-op-keywords is not needed on 0.6.0: applying it alone patches nothing
+    and was never applied, so the summary does not call it (or anything) 'already applied'."""
+    keywords = "flashinfer-fp4-quantize-op-keywords"
+    done = run_cli("apply", "--spec", keywords, *sp(site_060), check=True).stdout
+    assert "already applied" not in done, done
+    assert done.strip() == f"flashinfer-python 0.6.0: nothing to apply; not needed on this release: {keywords} (not-needed); nothing written"
+
+
 def test_status_after_a_reinstall_does_not_call_unpatched_specs_applied(site_060: Path, tmp_path_factory) -> None:
     """`pip install --force-reinstall` puts the original files back and leaves fp4patch's record: the
     record's specs that are applicable again are named apart from the applied ones."""
