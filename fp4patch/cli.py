@@ -166,8 +166,10 @@ def _header(engine) -> dict[str, Any]:
 
 def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
     """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
-    ``obsolete``: a spec's own data for this release), and those as a clause for a summary line
-    (``"; not needed on this release: a (not-needed), b (obsolete)"``, or ``""``).
+    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
+    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
+    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
+    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
 
     Args:
         ids: spec ids, in the order to print them.
@@ -176,8 +178,11 @@ def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str
     """
     states = {r["id"]: r["state"] for r in reports}
     declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
-    kept = [i for i in ids if i not in declared]
+    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
+    kept = [i for i in ids if i not in declared and i not in lost]
     clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
+    if lost:
+        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
     return kept, clause
 
 
@@ -280,7 +285,9 @@ def apply(
         h = _header(engine)
         ids, declared = _split_declared([s.id for s in selected], reports)
         if not written:
-            out.print(f"{h['distribution']} {h['version']}: already applied ({', '.join(ids) or 'nothing to change'}){declared}; nothing written")
+            # only declared specs selected: nothing was ever applied, so not 'already applied'
+            done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
+            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written")
         for plan in written:
             out.print(f"patched {plan.relative} ({', '.join(plan.specs)})")
         if written:
@@ -288,6 +295,14 @@ def apply(
         return EXIT_OK
 
     _run(as_json, body, quiet)
+
+
+def _target_options(python: str | None, site_packages: Path | None, specs_dir: Path | None) -> list[str]:
+    """The options naming the target environment and the specs as a command was given them
+    (``["--python", P]`` or ``["--site-packages", D]``, then ``["--specs-dir", D]``), for a command it
+    advises to work on the same environment with the same specs (:func:`fp4patch.render.apply_command`)."""
+    words = ["--python", str(python)] if python else ["--site-packages", str(site_packages)] if site_packages else []
+    return words + (["--specs-dir", str(specs_dir)] if specs_dir else [])
 
 
 @app.command(cls=Command)
@@ -357,7 +372,10 @@ def verify(
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
         output = "json" if as_json else "github" if github else "table"
-        verify_output(header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked)
+        verify_output(
+            header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
+            apply_options=_target_options(python, site_packages, specs_dir),
+        )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
     _run(as_json, body, quiet)

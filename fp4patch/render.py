@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,11 +191,12 @@ def failure_hint(
     cases: list[dict[str, Any]] | None,
     functions: list[dict[str, Any]] | None = None,
     interrupted: str | None = None,
+    apply_options: Sequence[str] = (),
 ) -> str:
     """One line: what failed and what to do next. ``interrupted`` is the engine's note when
     verify fails for a reason outside the spec states (an interrupted apply, stale bytecode:
     :meth:`fp4patch.engine.Engine.interrupted`); it leads the line, so stdout carries the reason
-    even when every spec state is fine."""
+    even when every spec state is fine. ``apply_options``: see :func:`apply_command`."""
     ok_states = set(ok_states)
     by_state: dict[str, list[str]] = {}
     for r in reports:
@@ -203,7 +205,7 @@ def failure_hint(
     parts = [interrupted] if interrupted else []
     parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
     if "applicable" in by_state:
-        parts.append(f"run `{apply_command([r for r in reports if r['state'] == 'applicable' and 'applicable' not in ok_states])}`")
+        parts.append(f"run `{apply_command([r for r in reports if r['state'] == 'applicable'], apply_options)}`")
     if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
         parts.append("see the detail column; upstream changed or the version is not covered")
     failed_cases = [c for c in cases or [] if not c.get("passed")]
@@ -215,21 +217,27 @@ def failure_hint(
     return "; ".join(parts) or "see above"
 
 
-def apply_command(reports: list[dict[str, Any]]) -> str:
+def apply_command(reports: list[dict[str, Any]], options: Sequence[str] = ()) -> str:
     """The command that applies the specs of ``reports`` (``--json`` report dicts: ``id``, ``default``):
     ``fp4patch apply`` when each is a default spec (a plain apply applies those), else
-    ``fp4patch apply --spec a --spec b`` (a plain apply would leave a non-default spec out)."""
-    if all(r.get("default", True) for r in reports):
-        return "fp4patch apply"
-    return " ".join(["fp4patch apply", *(f"--spec {r['id']}" for r in reports)])
+    ``fp4patch apply --spec a --spec b`` (a plain apply would leave a non-default spec out).
+
+    ``options``: the checking command's target and specs options (``--python P``, ``--site-packages D``,
+    ``--specs-dir D``), put after ``apply`` so that the command works as written: without them it
+    patches another environment or does not know a spec of ``--specs-dir``. Shell-quoted
+    (:func:`shlex.join`)."""
+    words = ["fp4patch", "apply", *options]
+    if not all(r.get("default", True) for r in reports):
+        words += [w for r in reports for w in ("--spec", r["id"])]
+    return shlex.join(words)
 
 
-def state_message(spec_id: str, state: str, default: bool = True) -> str:
+def state_message(spec_id: str, state: str, default: bool = True, apply_options: Sequence[str] = ()) -> str:
     """One sentence for a spec that failed a check in ``state`` and has no detail of its own,
     saying what to do (``applicable``: the spec is not applied; :func:`apply_command` applies it,
-    ``default`` saying whether a plain ``fp4patch apply`` includes it)."""
+    ``default`` saying whether a plain ``fp4patch apply`` includes it, ``apply_options`` as there)."""
     if state == "applicable":
-        return f"{spec_id} is not applied (every anchor is present); run `{apply_command([{'id': spec_id, 'default': default}])}`"
+        return f"{spec_id} is not applied (every anchor is present); run `{apply_command([{'id': spec_id, 'default': default}], apply_options)}`"
     return f"{spec_id} is {state}"
 
 
@@ -247,6 +255,7 @@ def github_annotations(
     specs: Mapping[str, Any] | None = None,
     functions: list[dict[str, Any]] | None = None,
     interrupted: str | None = None,
+    apply_options: Sequence[str] = (),
 ) -> None:
     """GitHub Actions workflow commands on stdout: a ``::notice`` per passing spec; per failing
     spec one ``::error`` at the spec file's target line and one at the upstream function's line
@@ -254,7 +263,8 @@ def github_annotations(
     ``::error`` per failed trace case and per patched function of the scan that does not compile
     (``functions``). ``interrupted`` (:meth:`fp4patch.engine.Engine.interrupted`: an interrupted
     apply, stale bytecode) is an ``::error`` of its own, first: verify fails on it even when every
-    spec passes."""
+    spec passes. ``apply_options``: the target and specs options an advised ``fp4patch apply`` needs
+    (:func:`apply_command`)."""
     ok_states = set(ok_states)
     if interrupted:
         print(f"::error title=fp4patch verify failed::{escape_annotation(prefix + interrupted)}")
@@ -271,7 +281,7 @@ def github_annotations(
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True))))
+        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options)))
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:
@@ -321,11 +331,14 @@ def verify_output(
     quiet: bool = False,
     opcheck: list[dict[str, Any]] | None = None,
     functions: list[dict[str, Any]] | None = None,
+    apply_options: Sequence[str] = (),
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
     ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None;
-    ``functions`` the scan results of the patched functions ``--trace`` compiled (or None).
+    ``functions`` the scan results of the patched functions ``--trace`` compiled (or None);
+    ``apply_options`` the target and specs options verify was given, for the advised ``fp4patch apply``
+    (:func:`apply_command`).
 
     ``table`` is aligned lines (:func:`reports_lines`, :func:`trace_lines`), coloured on a
     terminal (:func:`use_color`); it imports nothing beyond the standard library. ``quiet``
@@ -340,7 +353,8 @@ def verify_output(
             payload["trace_functions"] = functions
         print(json.dumps(payload, indent=2))
     elif output == "github":
-        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions, interrupted=interrupted)
+        github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions, interrupted=interrupted,
+                           apply_options=apply_options)
     elif not quiet:
         color = use_color()
         lines = [f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}"]
@@ -351,7 +365,7 @@ def verify_output(
             lines += ["patched functions under fullgraph:", *scan_lines(functions)]
         if opcheck is not None:
             lines += opcheck_lines(opcheck)
-        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions, interrupted)}")
+        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions, interrupted, apply_options)}")
         print("\n".join(lines), flush=True)
 
 

@@ -110,7 +110,7 @@ def test_github_annotations_say_not_applied_and_what_to_run(site_060: Path) -> N
     done = run_cli("verify", "--format", "github", *sp(site_060))
     assert done.returncode == 1
     errors = [line for line in done.stdout.splitlines() if line.startswith("::error")]
-    assert errors and all("not applied" in line and "run `fp4patch apply`" in line for line in errors)
+    assert errors and all("not applied" in line and f"run `fp4patch apply --site-packages {site_060}`" in line for line in errors)
     assert not any("is applicable" in line for line in errors)
 
 
@@ -119,10 +119,34 @@ def test_a_non_default_spec_not_applied_is_advised_by_name(site_060: Path) -> No
     disable = "fp4-quantize-compiler-disable"
     done = run_cli("verify", "--spec", disable, "--spec", CUDA, *sp(site_060))
     assert done.returncode == 1
-    assert f"run `fp4patch apply --spec {CUDA} --spec {disable}`" in done.stdout.splitlines()[-1], done.stdout
+    assert f"run `fp4patch apply --site-packages {site_060} --spec {CUDA} --spec {disable}`" in done.stdout.splitlines()[-1], done.stdout
     github = run_cli("verify", "--spec", disable, "--format", "github", *sp(site_060)).stdout
     errors = [line for line in github.splitlines() if line.startswith("::error")]
-    assert errors and all(f"run `fp4patch apply --spec {disable}`" in line for line in errors), github
+    assert errors and all(f"run `fp4patch apply --site-packages {site_060} --spec {disable}`" in line for line in errors), github
+
+
+def test_the_advised_apply_command_works_as_written(site_060: Path, tmp_path: Path) -> None:
+    """The advice names the target and the specs directory verify was given: without them, `fp4patch
+    apply` patches another environment (a Dockerfile's `verify --python /opt/venv/bin/python`) or does
+    not know a spec of `--specs-dir` ("unknown spec")."""
+    import shlex
+
+    mine = tmp_path / "specs" / "flashinfer-python"
+    mine.mkdir(parents=True)
+    text = (REPO / "patches" / "flashinfer-python" / f"{CUDA}.toml").read_text()
+    text = re.sub(r'(?m)^id = .*$', 'id = "my-cuda"', re.sub(r"(?m)^default = .*$", "default = false", text))
+    (mine / "my-cuda.toml").write_text(text)
+    args = ("--site-packages", str(site_060), "--specs-dir", str(mine.parent), "--spec", "my-cuda")
+    done = run_cli("verify", *args)
+    assert done.returncode == 1
+    advised = re.search(r"run `([^`]+)`", done.stdout.splitlines()[-1])
+    assert advised, done.stdout
+    github = run_cli("verify", *args, "--format", "github").stdout
+    assert all(f"run `{advised[1]}`" in line for line in github.splitlines() if line.startswith("::error")), github
+    command = shlex.split(advised[1])
+    assert command[:2] == ["fp4patch", "apply"], advised[1]
+    run_cli(*command[1:], check=True)
+    assert run_cli("verify", *args).returncode == 0
 
 
 # --------------------------------------------------------------------------- apply / status
@@ -140,6 +164,31 @@ def test_apply_and_status_list_declared_specs_apart_from_applied_ones(site_060: 
         assert found, text
         assert {i for i in found[1].split(", ")} == {i for i, state in specs.items() if state == "applied"}, text
         assert found[2].split(", ") == [f"{i} (not-needed)" for i in idle], text
+
+
+def test_apply_of_only_declared_specs_does_not_say_already_applied(site_060: Path) -> None:
+    """flashinfer-fp4-quantize-op-keywords is not needed on 0.6.0: applying it alone patches nothing
+    and was never applied, so the summary does not call it (or anything) 'already applied'."""
+    keywords = "flashinfer-fp4-quantize-op-keywords"
+    done = run_cli("apply", "--spec", keywords, *sp(site_060), check=True).stdout
+    assert "already applied" not in done, done
+    assert done.strip() == f"flashinfer-python 0.6.0: nothing to apply; not needed on this release: {keywords} (not-needed); nothing written"
+
+
+def test_status_after_a_reinstall_does_not_call_unpatched_specs_applied(site_060: Path, tmp_path_factory) -> None:
+    """`pip install --force-reinstall` puts the original files back and leaves fp4patch's record: the
+    record's specs that are applicable again are named apart from the applied ones."""
+    run_cli("apply", *sp(site_060), check=True)
+    pristine = release_site("0.6.0", tmp_path_factory)
+    moved = "flashinfer/jit/cpp_ext.py"  # cuda-version-from-torch only
+    (site_060 / moved).unlink()
+    (site_060 / moved).write_bytes((pristine / moved).read_bytes())
+    states = {s["id"]: s["state"] for s in json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["specs"]}
+    assert states[CUDA] == APPLICABLE and states[FULLGRAPH] == "applied"
+    line = next(x for x in run_cli("status", *sp(site_060), check=True).stdout.splitlines() if x.startswith("recorded as applied"))
+    applied = line.split(": ", 1)[1].split(";")[0].split(", ")
+    assert FULLGRAPH in applied and CUDA not in applied, line
+    assert f"{CUDA} (applicable)" in line, line
 
 
 # -------------------------------------------------------------------------------------- revert
