@@ -482,7 +482,14 @@ class Engine:
         removing = set(manifest.specs if not ids else ids)
         unknown = removing - set(manifest.specs)
         if unknown:
-            raise UsageError(f"spec {min(unknown)!r} is not applied here (applied: {', '.join(manifest.specs) or 'none'})")
+            # a recorded spec that changed no file (not needed on this release) is not called applied
+            patched = {s for record in manifest.files.values() for s in record.specs}
+            applied = [s for s in manifest.specs if s in patched]
+            idle = [s for s in manifest.specs if s not in patched]
+            raise UsageError(
+                f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
+                f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
+            )
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
         writes, records, touched, dropped = [], dict(manifest.files), [], []
         for relative, record in manifest.files.items():

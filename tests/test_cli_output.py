@@ -219,6 +219,19 @@ def test_revert_of_a_recorded_spec_that_changed_no_file_says_so(site_060: Path) 
     assert re.search(rf"reverted {idle} \(it changed no file\); still applied: .*{FULLGRAPH}", done.stdout), done.stdout
 
 
+def test_revert_of_a_spec_not_applied_names_applied_and_idle_records_apart(site_060: Path) -> None:
+    run_cli("apply", *sp(site_060), check=True)
+    specs = {s["id"]: s["state"] for s in json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["specs"]}
+    run_cli("revert", "--spec", FULLGRAPH, *sp(site_060), check=True)
+    done = run_cli("revert", "--spec", FULLGRAPH, *sp(site_060))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    found = re.search(r"\(applied: (.+); recorded, changed no file: (.+)\)", done.stderr)
+    assert found, done.stderr
+    assert set(found[1].split(", ")) == {i for i, state in specs.items() if state == "applied"} - {FULLGRAPH}
+    assert set(found[2].split(", ")) == {i for i, state in specs.items() if state == "not-needed"}
+
+
 def test_revert_spec_with_nothing_applied_is_a_usage_error_as_the_readme_says(site_060: Path) -> None:
     readme = (REPO / "README.md").read_text()
     usage_row = next(line for line in readme.splitlines() if line.startswith("| usage | 2 |"))
