@@ -149,7 +149,11 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
     env = env or _environment(python, site_packages)
     dist = find_distribution(env, distribution)
     notify = lambda message: err.print(f"fp4patch: {message}", markup=False)  # noqa: E731
-    return env, Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify), selected
+    engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify)
+    # commands its messages advise repeat the options naming this environment and these specs
+    engine.environment_options = env.options
+    engine.specs_options = tuple(_target_options(None, None, specs_dir))
+    return env, engine, selected
 
 
 def _print_lines(lines: list[str]) -> None:

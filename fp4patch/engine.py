@@ -154,6 +154,20 @@ class Engine:
         self.inputs: dict[str, str | None] = {}
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
+        #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
+        #: (``--specs-dir D``) as the command was given them (set by the CLI), repeated in every command
+        #: a message advises (:meth:`command`) so that it works as written.
+        self.environment_options: tuple[str, ...] = ()
+        self.specs_options: tuple[str, ...] = ()
+
+    def command(self, subcommand: str, *words: str) -> str:
+        """``fp4patch <subcommand> <environment options> <specs options> <words>``, shell-quoted
+        (:func:`shlex.join`): a command a message advises, acting on this environment with these
+        specs (``clean`` reads no specs, so it gets no ``--specs-dir``)."""
+        import shlex
+
+        specs = self.specs_options if subcommand != "clean" else ()
+        return shlex.join(["fp4patch", subcommand, *self.environment_options, *specs, *words])
 
     def _note_input(self, path: Path, data: bytes | None) -> None:
         try:
@@ -350,10 +364,10 @@ class Engine:
             requested = {s.id for s in specs}
             for spec in specs:
                 for other in set(spec.conflicts) & set(manifest.specs):
-                    raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `fp4patch revert --spec {other}` first")
+                    raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{self.command('revert', '--spec', other)}` first")
             for spec in applied:
                 for other in set(spec.conflicts) & requested:
-                    raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `fp4patch revert --spec {spec.id}` first")
+                    raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{self.command('revert', '--spec', spec.id)}` first")
         plans = self.plan(specs)
         writes = [p for p in plans.values() if p.changes]
         links = [plan.path for plan in writes if plan.path.is_symlink()]
@@ -382,7 +396,7 @@ class Engine:
                 self.notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
             elif record and current != record.patched_sha256:
                 raise FileSystemError(
-                    f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `fp4patch revert --force`"
+                    f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `{self.command('revert', '--force')}`"
                 )
             elif not record and not allow_modified:
                 self._check_baseline(plan)
@@ -473,8 +487,8 @@ class Engine:
             if not force:
                 raise FileSystemError(
                     f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
-                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `fp4patch revert --force` discards that record, "
-                    f"`fp4patch apply` replaces it"
+                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `{self.command('revert', '--force')}` discards that record, "
+                    f"`{self.command('apply')}` replaces it"
                 )
             self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
             self.store.remove()
@@ -670,7 +684,7 @@ class Engine:
         if not problems:
             return None
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `fp4patch apply` (rewrites it) or delete it"
+        return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `{self.command('apply')}` (rewrites it) or delete it"
 
     def _refresh_stale_bytecode(self) -> None:
         """Rewrite (or remove) bytecode that would run instead of a target file: left by another
@@ -704,8 +718,8 @@ class Engine:
         if _lock_held(self.store.lock_path):
             return f"an fp4patch {what} is running in another process ({journal_path})"
         return (
-            f"an fp4patch {what} was interrupted ({journal_path}); run `fp4patch apply` to finish it "
-            f"and then `fp4patch revert` if you want it undone"
+            f"an fp4patch {what} was interrupted ({journal_path}); run `{self.command('apply')}` to finish it "
+            f"and then `{self.command('revert')}` if you want it undone"
         )
 
     def _current_manifest(self) -> Manifest | None:
@@ -744,7 +758,7 @@ class Engine:
         state = describe(self.store.root)
         if state.kind != STALE:
             return None
-        return f"{state.reason}; `fp4patch apply` replaces it, `fp4patch clean` removes it"
+        return f"{state.reason}; `{self.command('apply')}` replaces it, `{self.command('clean')}` removes it"
 
     def _check_state_writable(self) -> None:
         """The manifest directory (or the nearest existing parent) must accept new files."""

@@ -42,6 +42,9 @@ class TargetEnvironment:
             absolute, or None: where it reads and writes bytecode instead of ``__pycache__``.
             For ``--site-packages`` and the default environment, this interpreter's.
         cache_tag: the target interpreter's ``sys.implementation.cache_tag`` (``cpython-311``).
+        options: the command-line options that name this environment (``("--python", P)``,
+            ``("--site-packages", D)``, or ``()`` for fp4patch's own), repeated in the commands
+            fp4patch's messages advise so that they act on the same environment.
     """
 
     paths: tuple[str, ...]
@@ -49,6 +52,7 @@ class TargetEnvironment:
     description: str
     pycache_prefix: str | None = None
     cache_tag: str | None = None
+    options: tuple[str, ...] = ()
 
     @property
     def bytecode_prefixes(self) -> tuple[str, ...]:
@@ -136,7 +140,9 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
     # The probe of verify --trace is started as the user starts the target (``python`` itself, not
     # the ``sys.executable`` behind it): a wrapper's flags (-I, -OO) and environment then apply to it too.
     del executable
-    return TargetEnvironment(tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"))
+    return TargetEnvironment(
+        tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"), ("--python", str(python))
+    )
 
 
 def from_site_packages(directory: str | Path) -> TargetEnvironment:
@@ -156,7 +162,7 @@ def from_site_packages(directory: str | Path) -> TargetEnvironment:
         raise EnvironmentProblem(f"{path}: a file, not a site-packages directory; pass an existing --site-packages DIR")
     if not path.is_dir():
         raise EnvironmentProblem(f"{path}: site-packages directory not found; pass an existing --site-packages DIR")
-    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}", *_own_bytecode())
+    return TargetEnvironment((str(path.resolve()),), sys.executable, f"site-packages {path}", *_own_bytecode(), ("--site-packages", str(directory)))
 
 
 def current() -> TargetEnvironment:

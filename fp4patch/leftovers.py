@@ -118,7 +118,9 @@ def gone_note(env: TargetEnvironment, name: str) -> str:
     left = [s for s in find(env, name) if s.kind == GONE]
     if not left:
         return ""
-    return f"; {left[0].reason} — `fp4patch clean` removes it"
+    import shlex
+
+    return f"; {left[0].reason} — `{shlex.join(['fp4patch', 'clean', *env.options])}` removes it"
 
 
 def clean(env: TargetEnvironment, notify=None) -> tuple[list[StateDir], list[StateDir]]:

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -147,6 +148,24 @@ def test_the_advised_apply_command_works_as_written(site_060: Path, tmp_path: Pa
     assert command[:2] == ["fp4patch", "apply"], advised[1]
     run_cli(*command[1:], check=True)
     assert run_cli("verify", *args).returncode == 0
+
+
+def test_a_conflict_advises_a_revert_that_works_as_written(site_060: Path, tmp_path: Path) -> None:
+    """Every command an engine message advises repeats the target and specs options (Engine.command):
+    here the revert a conflicting apply asks for, with a copied --specs-dir."""
+    import shlex
+
+    specs = tmp_path / "specs"
+    shutil.copytree(REPO / "patches", specs)
+    args = ("--site-packages", str(site_060), "--specs-dir", str(specs))
+    run_cli("apply", *args, check=True)
+    refused = run_cli("apply", *args, "--spec", "fp4-quantize-compiler-disable")
+    assert refused.returncode == 2, refused.stderr
+    advised = re.search(r"run `([^`]+)` first", refused.stderr)
+    assert advised and shlex.split(advised[1])[:2] == ["fp4patch", "revert"], refused.stderr
+    assert f"--site-packages {site_060}" in advised[1] and f"--specs-dir {specs}" in advised[1], advised[1]
+    run_cli(*shlex.split(advised[1])[1:], check=True)
+    run_cli("apply", *args, "--spec", "fp4-quantize-compiler-disable", check=True)
 
 
 # --------------------------------------------------------------------------- apply / status

@@ -173,7 +173,8 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
         verify = run_cli("verify", *BOTH, "--python", str(python), *extra, env=env)
         assert verify.returncode == 1, (extra, verify.stdout, verify.stderr)
         assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
-        assert "run `fp4patch apply` (rewrites it) or delete it" in verify.stderr
+        # the advised command acts on the environment verify was given (run as written, it works)
+        assert f"run `fp4patch apply --python {python}` (rewrites it) or delete it" in verify.stderr
         if not extra:  # the log's last line gives the reason too, not "see above" about another stream
             last = verify.stdout.splitlines()[-1]
             assert last.startswith("verify: failed — ") and f"{pyc}: unchecked-hash bytecode" in last, verify.stdout
@@ -257,7 +258,7 @@ def test_pip_uninstall_after_apply_leftovers_are_reported_and_cleaned(venv: Path
         line = one_line_error(done.stderr)
         assert "flashinfer-python is not installed" in line
         assert f"fp4patch's record of flashinfer-python 0.6.0 in {state}: flashinfer-python is no longer installed there" in line
-        assert "`fp4patch clean` removes it" in line
+        assert f"`fp4patch clean --python {python}` removes it" in line
     done = run_cli("clean", "--python", python, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -286,7 +287,10 @@ def test_state_of_a_reinstalled_distribution_is_reported_and_cleaned(venv: Path,
     status = run_cli("status", "--python", python, "--json")
     assert status.returncode == 0, status.stderr
     note = json.loads(status.stdout)["stale_record"]
-    assert note == f"fp4patch's record of flashinfer-python 0.6.0 in {state}: {now}; `fp4patch apply` replaces it, `fp4patch clean` removes it"
+    assert note == (
+        f"fp4patch's record of flashinfer-python 0.6.0 in {state}: {now}; "
+        f"`fp4patch apply --python {python}` replaces it, `fp4patch clean --python {python}` removes it"
+    )
     assert f"stale record: {note}" in " ".join(run_cli("status", "--python", python).stdout.split())
     refused = run_cli("revert", "--python", python)
     assert refused.returncode == 3 and "backups are for flashinfer-python 0.6.0 but" in one_line_error(refused.stderr)
