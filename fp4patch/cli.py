@@ -152,7 +152,7 @@ def _context(python: str | None, site_packages: Path | None, specs_dir: Path | N
     engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify)
     # commands its messages advise repeat the options naming this environment and these specs
     engine.environment_options = env.options
-    engine.specs_options = tuple(_target_options(None, None, specs_dir))
+    engine.specs_options = _specs_options(specs_dir)
     return env, engine, selected
 
 
@@ -301,12 +301,12 @@ def apply(
     _run(as_json, body, quiet)
 
 
-def _target_options(python: str | None, site_packages: Path | None, specs_dir: Path | None) -> list[str]:
-    """The options naming the target environment and the specs as a command was given them
-    (``["--python", P]`` or ``["--site-packages", D]``, then ``["--specs-dir", D]``), for a command it
-    advises to work on the same environment with the same specs (:func:`fp4patch.render.apply_command`)."""
-    words = ["--python", str(python)] if python else ["--site-packages", str(site_packages)] if site_packages else []
-    return words + (["--specs-dir", str(specs_dir)] if specs_dir else [])
+def _specs_options(specs_dir: Path | None) -> tuple[str, ...]:
+    """``("--specs-dir", D)`` as a command was given it, or ``()``: with the environment's own
+    options (:attr:`fp4patch.environment.TargetEnvironment.options`), what a command it advises
+    repeats to work on the same environment with the same specs (:meth:`fp4patch.engine.Engine.command`,
+    :func:`fp4patch.render.apply_command`)."""
+    return ("--specs-dir", str(specs_dir)) if specs_dir else ()
 
 
 @app.command(cls=Command)
@@ -378,7 +378,7 @@ def verify(
         output = "json" if as_json else "github" if github else "table"
         verify_output(
             header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
-            apply_options=_target_options(python, site_packages, specs_dir),
+            apply_options=[*env.options, *_specs_options(specs_dir)],
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 

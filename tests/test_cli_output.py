@@ -331,6 +331,7 @@ def _fresh_venv(where: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.recipe  # a fresh venv and an sdist build (~25 s): make test-recipes, which CI runs after make test
 def test_against_an_sdist_only_release_from_a_fresh_venv(tmp_path: Path) -> None:
     python = _fresh_venv(tmp_path / "venv")
     env = {**os.environ, "NO_COLOR": "1", "FP4PATCH_CACHE": str(tmp_path / "cache")}
