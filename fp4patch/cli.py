@@ -528,9 +528,7 @@ def revert(
         recorded = engine.store.load() is not None
         restored = engine.revert(spec, force=force)
         manifest = engine.store.load()
-        # specs whose changes are still in a file (a recorded not-needed spec changed nothing)
-        patched = {s for record in manifest.files.values() for s in record.specs} if manifest else set()
-        remaining = [s for s in manifest.specs if s in patched] if manifest else []
+        remaining = manifest.applied_specs() if manifest else []
         if as_json:
             print(json.dumps({**_header(engine), "restored": restored, "still_applied": remaining}, indent=2))
         elif not restored and not engine.dropped and not (spec and recorded):

@@ -497,9 +497,8 @@ class Engine:
         unknown = removing - set(manifest.specs)
         if unknown:
             # a recorded spec that changed no file (not needed on this release) is not called applied
-            patched = {s for record in manifest.files.values() for s in record.specs}
-            applied = [s for s in manifest.specs if s in patched]
-            idle = [s for s in manifest.specs if s not in patched]
+            applied = manifest.applied_specs()
+            idle = [s for s in manifest.specs if s not in applied]
             raise UsageError(
                 f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
                 f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"

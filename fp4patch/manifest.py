@@ -51,6 +51,12 @@ class Manifest:
         """Serialise (sorted keys, trailing newline)."""
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
 
+    def applied_specs(self) -> list[str]:
+        """The recorded specs whose changes are in a file, in record order: not those recorded but not
+        needed on this release (they changed no file)."""
+        patched = {s for record in self.files.values() for s in record.specs}
+        return [s for s in self.specs if s in patched]
+
 
 @dataclass
 class JournalFile:
