@@ -542,7 +542,7 @@ def revert(
                 # a recorded spec that was not needed on this release changed no file: only its record goes
                 idle = "" if restored or engine.dropped else " (it changed no file)"
                 out.print(
-                    f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`fp4patch revert` reverts those too)"
+                    f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`{engine.command('revert')}` reverts those too)"
                 )
             elif restored:
                 out.print(f"{name}: reverted; originals restored byte for byte in {h['site_packages']}")

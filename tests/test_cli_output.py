@@ -218,7 +218,7 @@ def test_partial_revert_says_what_stays_applied(site_060: Path) -> None:
     assert FULLGRAPH in still
     done = run_cli("revert", "--spec", CUDA, *sp(site_060), check=True)
     assert "byte for byte" not in done.stdout
-    listed = re.search(rf"reverted {CUDA}; still applied: (.+) \(`fp4patch revert` reverts those too\)", done.stdout)
+    listed = re.search(rf"reverted {CUDA}; still applied: (.+) \(`fp4patch revert --site-packages {re.escape(str(site_060))}` reverts those too\)", done.stdout)
     assert listed and sorted(listed[1].split(", ")) == still, done.stdout
     payload = json.loads(run_cli("revert", "--json", *sp(site_060), check=True).stdout)
     assert payload["still_applied"] == []
