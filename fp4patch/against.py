@@ -28,11 +28,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .catalog import load_catalog
-from .engine import APPLICABLE, APPLIED, SATISFIED, Engine, SpecReport
+from .engine import APPLICABLE, APPLIED, NEEDS_CHECK, Engine, SpecReport
 from .environment import TargetEnvironment, current, find_distribution, from_site_packages
 from .errors import DriftError, UsageError
 from .releases import fetch, unpack
 from .spec import Spec
+from .states import accepted
 
 SDIST_TRACE_SKIPPED = "not traced: an sdist (its compiled parts need a CUDA toolchain; wheels exist from 0.5.0)"
 
@@ -54,12 +55,17 @@ class AgainstReport:
     trace: list[dict[str, Any]] | None = None
     trace_note: str = ""
     trace_functions: list[dict[str, Any]] | None = None
+    #: spec ids that must apply even where declared unsupported (``--spec``, ``--strict``)
+    required: frozenset[str] = frozenset()
+
+    def _ok(self, report: SpecReport, also: frozenset[str] = frozenset()) -> bool:
+        return report.state in also or accepted(report.state, report.spec.id in self.required)
 
     @property
     def static_ok(self) -> bool:
-        if self.apply_error or not all(r.state in SATISFIED | {APPLICABLE} for r in self.pristine):
+        if self.apply_error or not all(self._ok(r, frozenset({APPLICABLE, NEEDS_CHECK})) for r in self.pristine):
             return False
-        return all(r.state in SATISFIED for r in self.after_apply)
+        return all(self._ok(r) for r in self.after_apply)
 
     @property
     def ok(self) -> bool:
@@ -70,14 +76,15 @@ class AgainstReport:
     @property
     def drifted(self) -> list[str]:
         """One line per spec that would not apply: ``id: state: detail``."""
-        lines = [f"{r.spec.id}: {r.state}: {r.detail}".rstrip(": ") for r in self.pristine if r.state not in SATISFIED | {APPLICABLE}]
+        also = frozenset({APPLICABLE, NEEDS_CHECK})
+        lines = [f"{r.spec.id}: {r.state}: {r.detail}".rstrip(": ") for r in self.pristine if not self._ok(r, also)]
         if self.apply_error:
             lines.append(f"apply: {self.apply_error}")
-        failed = {r.spec.id for r in self.pristine if r.state not in SATISFIED | {APPLICABLE}}
+        failed = {r.spec.id for r in self.pristine if not self._ok(r, also)}
         lines += [
             f"{r.spec.id}: after apply: {r.state}: {r.detail}".rstrip(": ")
             for r in self.after_apply
-            if r.state not in SATISFIED and r.spec.id not in failed
+            if not self._ok(r) and r.spec.id not in failed
         ]
         return lines
 
@@ -121,23 +128,34 @@ def check_against(
     trace: bool = False,
     trace_env: TargetEnvironment | None = None,
     specs_dir: Path | None = None,
+    required: frozenset[str] = frozenset(),
 ) -> AgainstReport:
-    """Unpack ``archive`` into a temporary directory and check ``selected`` there (see module doc)."""
+    """Unpack ``archive`` into a temporary directory and check ``selected`` there (see module doc).
+
+    A spec whose code differs from every release it was verified on (``needs-check``: a release the
+    catalog does not list) is checked on CPU as ``apply`` would, in ``trace_env`` (default: this
+    interpreter). ``required``: spec ids that must apply even where declared ``unsupported``.
+    """
     distribution = selected[0].distribution
     kind = "wheel" if archive.name.endswith(".whl") else "sdist"
     with tempfile.TemporaryDirectory(prefix="fp4patch-against-") as scratch:
         # the static checks read Python sources only; the trace imports the whole package
         site = unpack(archive, Path(scratch) / "site-packages", sources_only=not trace)
         dist = find_distribution(from_site_packages(site), distribution)
-        where, message = load_catalog(distribution, specs_dir).describe(dist.version)
-        engine = Engine(dist, [s for s in specs if s.distribution == distribution])
+        catalog = load_catalog(distribution, specs_dir)
+        where, message = catalog.describe(dist.version)
+        engine = Engine(dist, [s for s in specs if s.distribution == distribution], None, catalog, trace_env)
         pristine = [engine.report(s) for s in selected]
-        report = AgainstReport(source, archive, kind, distribution, str(dist.version), where, message, pristine)
+        report = AgainstReport(source, archive, kind, distribution, str(dist.version), where, message, pristine, required=frozenset(required))
         # apply what can be applied, even when another spec is drifted: the report shows both
-        to_apply = [r.spec for r in pristine if r.state == APPLICABLE]
+        to_apply = [r.spec for r in pristine if r.state in (APPLICABLE, NEEDS_CHECK)]
         try:
             if to_apply:
-                engine.apply(to_apply)
+                engine.check_on_cpu(to_apply, required)
+                to_apply = [s for s in to_apply if engine.report(s).state == APPLICABLE]
+                report.pristine = [engine.report(s) for s in selected]
+            if to_apply:
+                engine.apply(to_apply, required=required)
         except DriftError as exc:
             report.apply_error = str(exc)
         else:

@@ -1,17 +1,27 @@
-"""The catalog of known releases: ``patches/<distribution>/catalog.json`` (not a spec).
+"""The catalog of known releases and the evidence of each target: ``patches/<distribution>/catalog.json`` (not a spec).
 
-It lists every release of the distribution on the package registry, oldest first, with the
-archive the registry has (``wheel`` or ``sdist``) and the file that defines ``fp4_quantize``
+``releases`` lists every release of the distribution on the package registry, oldest first, with
+the archive the registry has (``wheel`` or ``sdist``) and the file that defines ``fp4_quantize``
 (``false`` when the release has none, ``null`` when its archive cannot be fetched). ``verify
 --against`` uses it to say when a release is newer than anything known, and ``make compat``
-sweeps every release in it. It is JSON, so spec loading (``*.toml``) never sees it.
+sweeps every release in it.
+
+``evidence`` records, per spec, what code each of its targets was verified on: one entry per
+distinct code, with the releases ``make compat`` applied, traced and reverted it on, the digest of
+each piece of code the target depends on (:mod:`fp4patch.fingerprint`) and the wrapper's
+signature. A release the catalog does not list (a newer, pre-, dev or post release, a local
+label) takes the target whose evidence equals its code (:mod:`fp4patch.evidence`). ``make compat``
+writes it (:func:`write_evidence`); a test checks it against the real releases.
+
+It is JSON, so spec loading (``*.toml``) never sees it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -44,13 +54,55 @@ class Release:
         return bool(self.fp4_quantize)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One code a spec target was verified on (an entry of the catalog's ``evidence``).
+
+    Attributes:
+        target: the target's version specifier as ``str(SpecifierSet)`` prints it (``<0.7.5,>=0.7.4``).
+        releases: the catalog releases ``make compat`` verified the target on with this code, oldest first.
+        code: piece name -> 12-hex digest (:class:`fp4patch.fingerprint.Fingerprint.pieces`).
+        signature: the edited function's parameters as ``[name, kind, default]`` rows
+            (:func:`fp4patch.fingerprint.signature`), ``[]`` for targets that edit none.
+    """
+
+    target: str
+    releases: tuple[Version, ...]
+    code: dict[str, str]
+    signature: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def latest(self) -> Version:
+        return self.releases[-1]
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "releases": [str(v) for v in self.releases],
+            "code": dict(self.code),
+            "signature": [list(row) for row in self.signature],
+        }
+
+
 @dataclass
 class Catalog:
-    """Every known release of ``distribution``, oldest first."""
+    """Every known release of ``distribution``, oldest first, and the evidence of each spec's targets."""
 
     distribution: str
     releases: list[Release]
     path: Path
+    #: spec id -> the codes its targets were verified on (see :class:`Evidence`).
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+
+    def lists(self, version: Version | str) -> bool:
+        """True when ``version`` is a release of the catalog, exactly (``0.7.4+cu130`` is not ``0.7.4``)."""
+        return self.get(version) is not None
+
+    def nearest(self, version: Version | str) -> Release | None:
+        """The newest catalog release at or below ``version`` (by PEP 440 order), or None."""
+        v = Version(str(version))
+        below = [r for r in self.releases if r.version <= v]
+        return below[-1] if below else None
 
     def get(self, version: Version | str) -> Release | None:
         """The entry for ``version`` (compared as versions: ``0.6.0`` == ``0.6``), or None."""
@@ -66,12 +118,14 @@ class Catalog:
         v = Version(str(version))
         if self.get(v):
             return "known", f"{self.distribution} {v} is in the catalog ({len(self.releases)} releases, up to {self.latest.version})"
+        placed = (
+            "each spec takes the target verified on the same code, else the nearest known release's target once it is checked on CPU"
+        )
         if v > self.latest.version:
             return "newer", (
-                f"{self.distribution} {v} is newer than every release in the catalog (latest known: {self.latest.version}); "
-                "the specs were not written for it, so check each state below"
+                f"{self.distribution} {v} is newer than every release in the catalog (latest known: {self.latest.version}); {placed}"
             )
-        return "unknown", f"{self.distribution} {v} is not in the catalog (not a registry release; latest known: {self.latest.version})"
+        return "unknown", f"{self.distribution} {v} is not in the catalog (not a registry release; latest known: {self.latest.version}); {placed}"
 
 
 def catalog_path(distribution: str, specs_dir: Path | None = None) -> Path:
@@ -111,4 +165,79 @@ def load_catalog(distribution: str = "flashinfer-python", specs_dir: Path | None
         raise SpecError(f"{path}:1: the release catalog lists no release")
     if [r.version for r in releases] != sorted(r.version for r in releases):
         raise SpecError(f"{path}:1: releases must be listed oldest first")
-    return Catalog(canonicalize_name(data.get("distribution", distribution)), releases, path)
+    return Catalog(canonicalize_name(data.get("distribution", distribution)), releases, path, _evidence(path, data.get("evidence", {})))
+
+
+def _evidence(path: Path, data: Any) -> dict[str, list[Evidence]]:
+    """The catalog's ``evidence`` table, checked.
+
+    Raises:
+        SpecError: not a table of lists of entries with ``target``, ``releases``, ``code`` (and ``signature``).
+    """
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}:1: 'evidence' must be a table of spec ids; run make compat to write it")
+    out: dict[str, list[Evidence]] = {}
+    for spec_id, entries in data.items():
+        if spec_id == "about":
+            continue
+        if not isinstance(entries, list):
+            raise SpecError(f"{path}:1: evidence of {spec_id!r} must be a list; run make compat to write it")
+        parsed = []
+        for entry in entries:
+            try:
+                releases = tuple(Version(v) for v in entry["releases"])
+                code = {str(k): str(v) for k, v in entry["code"].items()}
+                signature = tuple(tuple(str(x) for x in row) for row in entry.get("signature", []))
+                target = str(entry["target"])
+            except (KeyError, TypeError, AttributeError, InvalidVersion):
+                raise SpecError(f"{path}:1: bad evidence entry of {spec_id!r}: {json.dumps(entry)[:120]}; run make compat to write it") from None
+            if not releases or any(len(row) != 3 for row in signature):
+                raise SpecError(f"{path}:1: bad evidence entry of {spec_id!r} (no release, or a signature row that is not [name, kind, default])")
+            parsed.append(Evidence(target, releases, code, signature))
+        out[spec_id] = parsed
+    return out
+
+
+def write_evidence(path: Path, evidence: dict[str, list[Evidence]]) -> None:
+    """Replace the ``evidence`` table of the catalog at ``path`` (``make compat``), keeping its
+    releases as they are. Each spec's entries are written oldest first, one entry over a few lines,
+    so a diff of the file shows which release's code changed. Written atomically."""
+    from .files import atomic_write
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    head = {k: v for k, v in data.items() if k not in ("releases", "evidence")}
+    lines = ["{"]
+    for key, value in head.items():
+        lines.append(f" {json.dumps(key)}: {json.dumps(value)},")
+    lines.append(' "releases": [')
+    lines.append(",\n".join(f"  {json.dumps(r, separators=(', ', ': '))}" for r in data.get("releases", [])))
+    lines.append(" ],")
+    lines.append(' "evidence": {')
+    lines.append(f'  "about": {json.dumps(EVIDENCE_ABOUT)},')
+    specs = []
+    for spec_id in sorted(evidence):
+        entries = sorted(evidence[spec_id], key=lambda e: e.releases[0])
+        rendered = []
+        for e in entries:
+            j = e.to_json()
+            rendered.append(
+                "   {" + f'"target": {json.dumps(j["target"])}, "releases": {json.dumps(j["releases"])},\n'
+                f'    "code": {json.dumps(j["code"])},\n'
+                f'    "signature": {json.dumps(j["signature"])}' + "}"
+            )
+        specs.append(f"  {json.dumps(spec_id)}: [\n" + ",\n".join(rendered) + "\n  ]")
+    lines.append(",\n".join(specs))
+    lines.append(" }")
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    json.loads(text)  # the writer's own check: what it wrote reads back
+    atomic_write(path, text.encode("utf-8"))
+
+
+EVIDENCE_ABOUT = (
+    "Written by make compat (python -m fp4patch.compat): per spec, the code each target was verified on. "
+    "releases: where make compat applied, traced and reverted the target with this code; code: a 12-hex digest of each piece "
+    "the target depends on (the edited function, its callers, its mirrors; ast without docstrings, see fp4patch/fingerprint.py); "
+    "signature: the edited function's parameters [name, kind, default]. A release not listed above takes the target whose code "
+    "equals its own. Do not edit by hand."
+)

@@ -87,6 +87,14 @@ RevertSpecOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 SpecsDirOpt = Annotated[Optional[Path], typer.Option("--specs-dir", help="Load specs from this directory instead of the built-in ones.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
+SkipOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--skip", metavar="<id>", help="Leave this spec out by name (repeatable), e.g. one whose code differs from every verified release."),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option("--strict", help="Every selected spec must apply: fail on a default spec declared unsupported on this release instead of leaving it out."),
+]
 FormatOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -123,13 +131,13 @@ def _environment(python: str | None, site_packages: Path | None):
     return resolve(python, site_packages)
 
 
-def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False):
+def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False, skip: list[str] | None = None):
     """``(all specs, selected specs, their one distribution)``; raises UsageError for none or several."""
     from .engine import select_specs
     from .spec import load_specs
 
     specs = load_specs(specs_dir)
-    selected = specs if all_specs and not spec_ids else select_specs(specs, spec_ids)
+    selected = specs if all_specs and not spec_ids else select_specs(specs, spec_ids, skip)
     if not selected:
         raise UsageError("no spec selected; name one with --spec (see `fp4patch status`)")
     distributions = sorted({s.distribution for s in selected})
@@ -138,18 +146,23 @@ def _selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bo
     return specs, selected, distributions[0]
 
 
-def _context(python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False, env=None):
+def _context(
+    python: str | None, site_packages: Path | None, specs_dir: Path | None, spec_ids: list[str] | None, all_specs: bool = False, env=None,
+    skip: list[str] | None = None,
+):
     """``(environment, engine, selected specs)`` for a command; ``env`` when already resolved."""
+    from .catalog import load_catalog
     from .engine import Engine
     from .environment import find_distribution
 
     if python and site_packages:
         raise UsageError("give --python or --site-packages, not both")
-    specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs)
+    specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs, skip)
     env = env or _environment(python, site_packages)
     dist = find_distribution(env, distribution)
     notify = lambda message: err.print(f"fp4patch: {message}", markup=False)  # noqa: E731
-    engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify)
+    # the interpreter whose torch checks a needs-check spec on CPU: --python's, else fp4patch's own
+    engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify, catalog=load_catalog(dist.name, specs_dir), target_env=env)
     # commands its messages advise repeat the options naming this environment and these specs
     engine.environment_options = env.options
     engine.specs_options = _specs_options(specs_dir)
@@ -166,6 +179,20 @@ def _print_lines(lines: list[str]) -> None:
 def _header(engine) -> dict[str, Any]:
     d = engine.dist
     return {"schema": JSON_SCHEMA_VERSION, "distribution": d.name, "version": str(d.version), "site_packages": str(d.site_packages)}
+
+
+def _release_note(engine, reports) -> list[str]:
+    """For a release the catalog does not list: one line saying so, how the specs were placed,
+    and that the kernels are C++ (``verify --opcheck`` on a GPU); [] for a listed release."""
+    from .evidence import OPCHECK_NOTE
+
+    if engine.catalog.lists(engine.dist.version):
+        return []
+    latest = engine.catalog.latest.version
+    return [
+        f"note: {engine.dist.version} is not a release fp4patch knows (latest known: {latest}); each spec takes the target whose "
+        f"verified code equals the installed code, else the nearest release's, checked on CPU by `fp4patch apply`; {OPCHECK_NOTE}"
+    ]
 
 
 def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
@@ -219,6 +246,7 @@ def status(
             f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}",
             *([f"stale record: {stale}"] if stale else []),
             *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
+            *_release_note(engine, reports),
         ])
         return EXIT_OK
 
@@ -233,13 +261,18 @@ def diff(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Print the unified diff of what `apply` would change. Writes nothing."""
 
     def body() -> int:
         _check_output_options(as_json, None, quiet)
-        _, engine, selected = _context(python, site_packages, specs_dir, spec)
-        plans = engine.diff(selected)
+        _, engine, selected = _context(python, site_packages, specs_dir, spec, skip=skip)
+        plans = engine.diff(selected, _required(selected, spec, strict))
+        unchecked = [s.id for s in selected if engine.report(s).state == "needs-check"]
+        if unchecked:
+            err.print(f"fp4patch: note: {', '.join(unchecked)} differ from the code they were verified on; `fp4patch apply` checks them on CPU first and writes this only if that passes", markup=False)
         if as_json:
             print(json.dumps({**_header(engine), "files": [{"file": p.relative, "specs": p.specs, "diff": p.unified_diff()} for p in plans]}, indent=2))
             return EXIT_OK
@@ -267,38 +300,68 @@ def apply(
     specs_dir: SpecsDirOpt = None,
     allow_modified: Annotated[bool, typer.Option("--allow-modified", help="Patch files that differ from the distribution's RECORD (changed by hand).")] = False,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
-    """Patch the installed files. Running it again changes nothing."""
+    """Patch the installed files. Running it again changes nothing.
+
+    A default spec declared unsupported on the installed release is left out and listed (exit 0; --strict fails instead). On a release fp4patch does not know, each spec takes the target verified on the same code, or the nearest release's target after a check on CPU; a spec whose code changed is refused like drift (nothing written) unless left out with --skip.
+    """
 
     def body() -> int:
         _check_output_options(as_json, None, quiet)
         from .verdict import Request, record
 
-        _, engine, selected = _context(python, site_packages, specs_dir, spec)
+        _, engine, selected = _context(python, site_packages, specs_dir, spec, skip=skip)
+        required = _required(selected, spec, strict)
         reports: list[dict] = []
 
         def record_verdict() -> None:  # under apply's lock
-            engine.inputs.clear()  # the verdict's key: exactly the files the reports below read
+            engine.forget_reads()  # the verdict's key: exactly the files the reports below read
             reports[:] = [engine.report(s).to_json() for s in selected]
-            record(engine, Request.of(spec, specs_dir), reports, _header(engine))
+            record(engine, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
 
-        written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict)
+        written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=required)
+        if not reports:  # a read-only site-packages with everything applied: no verdict recorded
+            reports[:] = [engine.report(s).to_json() for s in selected]
+        left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
         if as_json:
-            print(json.dumps({**_header(engine), "specs": [s.id for s in selected], "written": [p.relative for p in written]}, indent=2))
+            print(json.dumps({
+                **_header(engine),
+                "specs": [s.id for s in selected],
+                "written": [p.relative for p in written],
+                "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
+                "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
+            }, indent=2))
             return EXIT_OK
         h = _header(engine)
-        ids, declared = _split_declared([s.id for s in selected], reports)
+        ids, declared = _split_declared([s.id for s in selected if s.id not in {r["id"] for r in left_out}], reports)
         if not written:
             # only declared specs selected: nothing was ever applied, so not 'already applied'
             done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
-            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written")
+            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written", markup=False)
         for plan in written:
-            out.print(f"patched {plan.relative} ({', '.join(plan.specs)})")
+            out.print(f"patched {plan.relative} ({', '.join(plan.specs)})", markup=False)
         if written:
-            out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}")
+            out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}", markup=False)
+        for r in left_out:
+            out.print(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)", markup=False)
+        from .render import inherited_lines
+
+        for line in inherited_lines(h["version"], reports):
+            out.print(line, markup=False)
         return EXIT_OK
 
     _run(as_json, body, quiet)
+
+
+def _required(selected, spec_ids: list[str] | None, strict: bool) -> frozenset[str]:
+    """The selected spec ids that must apply even where declared ``unsupported``: every one with
+    ``--strict``, those named with ``--spec`` (asked for by name), none for the default selection
+    (:func:`fp4patch.states.accepted`)."""
+    if strict:
+        return frozenset(s.id for s in selected)
+    return frozenset(spec_ids or ())
 
 
 def _specs_options(specs_dir: Path | None) -> tuple[str, ...]:
@@ -324,19 +387,18 @@ def verify(
     sdist: Annotated[Optional[Path], typer.Option("--sdist", help="Like --against, for a local sdist (.tar.gz) file.")] = None,
     output_format: FormatOpt = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Check each selected spec on the installed files; never writes.
 
-    Exit 0 when every selected spec is applied (or applicable, with --applicable) and, with
-    --trace, every trace case passes; 1 otherwise. With --against/--wheel/--sdist, the release is
-    checked in a temporary directory instead: each spec must be applicable (or applied, or
-    declared) on the pristine release and applied after patching that copy.
+    Exit 0 when every selected spec is applied (or applicable, with --applicable; a default spec declared unsupported on the release counts as done, unless --strict) and, with --trace, every trace case passes; 1 otherwise. With --applicable, a spec whose code differs from every release it was verified on is checked on CPU as apply would. With --against/--wheel/--sdist, the release is checked in a temporary directory instead: each spec must be applicable (or applied, or declared) on the pristine release and applied after patching that copy.
     """
     _check_output_options(as_json, output_format, quiet)
     as_json = as_json or output_format == "json"
     github = output_format == "github"
     if against or wheel or sdist:
-        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github), quiet)
+        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github, skip, strict), quiet)
         return
 
     def body() -> int:
@@ -344,14 +406,17 @@ def verify(
         from .render import verify_output
         from .verdict import Request, lookup
 
-        ok_states = set(SATISFIED) | ({"applicable"} if applicable else set())
+        request = Request.of(spec, specs_dir, strict, skip)
+        ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if request.required else {"unsupported"})
         env = _environment(python, site_packages)
-        recorded = lookup(env, Request.of(spec, specs_dir))
+        recorded = lookup(env, request)
         if recorded is not None:  # apply recorded this answer and none of its inputs changed
             header, reports, interrupted, specs_by_id = recorded.header, recorded.reports, None, {}
             where = recorded.site_packages
         else:
-            env, engine, selected = _context(python, site_packages, specs_dir, spec, env=env)
+            env, engine, selected = _context(python, site_packages, specs_dir, spec, env=env, skip=skip)
+            if applicable:  # as apply would: a spec in needs-check is checked on CPU
+                engine.check_on_cpu(selected, _required(selected, spec, strict))
             header, reports = _header(engine), [engine.report(s).to_json() for s in selected]
             interrupted, specs_by_id, where = engine.interrupted(), {s.id: s for s in selected}, engine.dist.site_packages
         ok = all(r["state"] in ok_states for r in reports)
@@ -435,16 +500,18 @@ def scan(
     _run(as_json, body, quiet)
 
 
-def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False) -> int:
+def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False, skip=None, strict=False) -> int:
     from .against import check_against, resolve_archive
     from .environment import from_python
 
     if site_packages:
         raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
-    specs, selected, distribution = _selection(specs_dir, spec_ids)
+    specs, selected, distribution = _selection(specs_dir, spec_ids, skip=skip)
     source, archive = resolve_archive(against, wheel, sdist, distribution)
-    trace_env = from_python(python) if python and trace else None
-    report = check_against(source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir)
+    trace_env = from_python(python) if python else None
+    report = check_against(
+        source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict)
+    )
     if as_json:
         payload = {
             "against": report.source,

@@ -94,7 +94,9 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
     applied (wheels only; ``result["scan"] = {"unpatched": ..., "patched": ...}``, see :func:`_scan_count`)."""
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # the trace probe imports the unpacked release
     started = time.monotonic()
-    result: dict[str, Any] = {"version": version, "error": "", "specs": {}, "trace": None, "trace_note": "", "revert": {}, "scan": None}
+    result: dict[str, Any] = {
+        "version": version, "error": "", "specs": {}, "trace": None, "trace_note": "", "revert": {}, "scan": None, "fingerprints": {},
+    }
     try:
         archive = fetch("flashinfer-python", version)
     except Fp4PatchError as exc:
@@ -113,6 +115,7 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
         pristine = {s.id: engine.report(s) for s in specs}
         for spec_id, report in pristine.items():
             result["specs"][spec_id] = {"pristine": _state(report), "after": _state(report), "default": report.spec.default}
+        result["fingerprints"] = fingerprints(site, specs, dist.version)
         default = select_specs(specs, None)
         groups = [[s for s in default]] + [[s] for s in specs if not s.default]
         for group in groups:
@@ -155,6 +158,78 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
                 result["revert"][label] = f"revert failed: {exc}"
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def fingerprints(site: Path, specs: list, version) -> dict[str, list[dict[str, Any]]]:
+    """spec id -> ``[{target, code, signature}]``: the fingerprint (:mod:`fp4patch.fingerprint`) of
+    each patching target ``version`` takes, on the pristine files of ``site``."""
+    from .evidence import installed_signature
+    from .fingerprint import ModuleReader, fingerprint
+
+    reader = ModuleReader(site)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for spec in specs:
+        targets = [t for t in spec.targets_for(version) if not t.status]
+        if targets:
+            out[spec.id] = [
+                {"target": str(t.versions), "code": fingerprint(reader, t).pieces, "signature": installed_signature(reader, t)} for t in targets
+            ]
+    return out
+
+
+def verified_specs(release: Release, result: dict[str, Any]) -> set[str]:
+    """The specs this sweep verified on the release: applied after apply, the release's trace passed
+    where the spec is the traced one, and its group's revert byte-identical."""
+    if result["error"]:
+        return set()
+    trace = result.get("trace")
+    trace_ok = not trace or (trace["total"] and trace["passed"] == trace["total"])
+    reverts_ok = not any(result["revert"].values())
+    done = set()
+    for spec_id, entry in result["specs"].items():
+        if entry["after"]["state"] != APPLIED or not reverts_ok:
+            continue
+        if spec_id == TRACE_SPEC and not trace_ok:
+            continue
+        done.add(spec_id)
+    return done
+
+
+def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str, list]:
+    """The catalog's evidence with every swept release's fingerprints in place of what it had for
+    that release (releases not swept keep theirs): one :class:`~fp4patch.catalog.Evidence` per
+    (spec, target, code, signature), its releases oldest first."""
+    from packaging.version import Version
+
+    from .catalog import Evidence
+
+    swept = {r["version"] for r in results}
+    rows: dict[tuple, list[Version]] = {}
+    for spec_id, entries in catalog.evidence.items():
+        for e in entries:
+            for v in e.releases:
+                if str(v) not in swept:
+                    key = (spec_id, e.target, tuple(sorted(e.code.items())), tuple(e.code), e.signature)
+                    rows.setdefault(key, []).append(v)
+    by_version = {str(r.version): r for r in catalog.releases}
+    for result in results:
+        release = by_version.get(result["version"])
+        if release is None:
+            continue
+        done = verified_specs(release, result)
+        for spec_id, targets in result.get("fingerprints", {}).items():
+            if spec_id not in done:
+                continue
+            for t in targets:
+                signature = tuple(tuple(row) for row in t["signature"])
+                key = (spec_id, t["target"], tuple(sorted(t["code"].items())), tuple(t["code"]), signature)
+                rows.setdefault(key, []).append(Version(result["version"]))
+    evidence: dict[str, list] = {}
+    for (spec_id, target, items, order, signature), versions in rows.items():
+        digests = dict(items)
+        pieces = {name: digests[name] for name in order}
+        evidence.setdefault(spec_id, []).append(Evidence(target, tuple(sorted(set(versions))), pieces, signature))
+    return evidence
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -315,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scan", action="store_true", help="skip `fp4patch scan` (two interpreters per wheel release)")
     parser.add_argument("--only", nargs="*", default=None, help="sweep only these versions (the report still lists them alone)")
     parser.add_argument("--specs-dir", type=Path, default=None)
+    parser.add_argument("--no-evidence", action="store_true", help="do not rewrite the catalog's evidence (what each target was verified on)")
     args = parser.parse_args(argv)
     catalog = load_catalog("flashinfer-python", args.specs_dir)
     if args.only:
@@ -341,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
             status = "ok" if not found else "PROBLEM: " + "; ".join(found)
             print(f"{result['version']:>13} {result.get('seconds', 0):6.1f}s {result['error'] or states}{trace_text}  {status}", flush=True)
     seconds = time.monotonic() - started
+    if not args.no_evidence:
+        from .catalog import load_catalog as reload, write_evidence
+
+        full = reload("flashinfer-python", args.specs_dir)  # every release, not only --only's
+        write_evidence(full.path, merge_evidence(full, results))
+        print(f"wrote the evidence of {len({r['version'] for r in results})} releases into {full.path}")
     text = render(catalog, results, spec_ids, {s.id for s in specs if s.default}, seconds, args.jobs, not args.no_trace, scan)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")

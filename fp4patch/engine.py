@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
@@ -25,7 +26,12 @@ from .lock import UnwritableLock, environment_lock
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
 from .spec import Spec, Target
 
-from .states import APPLICABLE, APPLIED, DRIFTED, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
+from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+    from .environment import TargetEnvironment
+    from .evidence import Basis, Resolution
 
 
 @dataclass
@@ -47,11 +53,16 @@ class TargetReport:
 
 @dataclass
 class SpecReport:
-    """State of one spec on the installed distribution (the worst of its targets)."""
+    """State of one spec on the installed distribution (the worst of its targets).
+
+    ``basis`` says why its targets apply (:class:`fp4patch.evidence.Basis`): for a release the
+    catalog does not list, the evidence they were taken on ("as verified on 0.7.4, same code").
+    """
 
     spec: Spec
     state: str
     targets: list[TargetReport] = field(default_factory=list)
+    basis: Basis | None = None
 
     def to_json(self) -> dict:
         """The report as ``--json`` prints it (one item of ``specs``; see docs/json-schema.json)."""
@@ -61,6 +72,7 @@ class SpecReport:
             "default": self.spec.default,
             "summary": self.spec.summary,
             "detail": self.detail,
+            "basis": self.basis.to_json() if self.basis is not None else None,
             "targets": [
                 {
                     "file": t.file,
@@ -75,6 +87,8 @@ class SpecReport:
     @property
     def detail(self) -> str:
         """The first reason or drift detail, for one-line output."""
+        if self.state == NEEDS_CHECK and self.basis is not None:
+            return self.basis.describe()
         for target in self.targets:
             if target.reason:
                 return target.reason
@@ -107,17 +121,20 @@ class FilePlan:
         return "".join(difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}"))
 
 
-def select_specs(specs: list[Spec], ids: list[str] | None) -> list[Spec]:
-    """The specs named by ``ids`` (default: those marked ``default``), plus what they require.
+def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | None = None) -> list[Spec]:
+    """The specs named by ``ids`` (default: those marked ``default``), plus what they require,
+    without those named by ``skip`` (``--skip``: leave a spec out by name, e.g. one that does not
+    apply to the installed release).
 
     Raises:
-        UsageError: an unknown id, or two selected specs that conflict.
+        UsageError: an unknown id (in ``ids`` or ``skip``), two selected specs that conflict, or a
+            skipped spec that a selected one requires.
     """
     by_id = {s.id: s for s in specs}
+    unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
+    if unknown:
+        raise UsageError(f"unknown spec {unknown[0]!r}; known: {', '.join(by_id)} (see `fp4patch status`)")
     if ids:
-        unknown = [i for i in ids if i not in by_id]
-        if unknown:
-            raise UsageError(f"unknown spec {unknown[0]!r}; known: {', '.join(by_id)} (see `fp4patch status`)")
         chosen = list(dict.fromkeys(ids))
     else:
         chosen = [s.id for s in specs if s.default]
@@ -127,6 +144,11 @@ def select_specs(specs: list[Spec], ids: list[str] | None) -> list[Spec]:
             if needed not in chosen:
                 chosen.append(needed)
                 queue.append(needed)
+    for left_out in skip or []:
+        needing = [i for i in chosen if left_out in by_id[i].requires and i not in (skip or [])]
+        if needing:
+            raise UsageError(f"--skip {left_out}: {needing[0]!r} requires it; skip that one too, or keep {left_out!r}")
+    chosen = [i for i in chosen if i not in (skip or [])]
     check_conflicts([by_id[i] for i in chosen], set(chosen))
     return [by_id[i] for i in sorted(chosen)]
 
@@ -142,9 +164,24 @@ def check_conflicts(selected: list[Spec], present: set[str], where: str = "selec
 class Engine:
     """Apply/verify/revert ``specs`` (all for one distribution) on ``dist``."""
 
-    def __init__(self, dist: InstalledDistribution, specs: list[Spec], notify: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        dist: InstalledDistribution,
+        specs: list[Spec],
+        notify: Callable[[str], None] | None = None,
+        catalog: Catalog | None = None,
+        target_env: TargetEnvironment | None = None,
+    ) -> None:
         self.dist = dist
         self.specs = specs
+        #: The release catalog and its evidence (loaded on first use: the built-in one by default).
+        self._catalog = catalog
+        #: The interpreter whose torch checks a needs-check target on CPU (:mod:`fp4patch.cpu_check`);
+        #: None: the one running fp4patch.
+        self.target_env = target_env
+        self._resolutions: dict[str, Resolution] = {}
+        #: spec id -> the outcome of the CPU check ``apply`` ran for it (a ``checked`` or ``changed`` basis).
+        self.checked: dict[str, Basis] = {}
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
@@ -168,6 +205,73 @@ class Engine:
 
         specs = self.specs_options if subcommand != "clean" else ()
         return shlex.join(["fp4patch", subcommand, *self.environment_options, *specs, *words])
+
+    @property
+    def catalog(self) -> Catalog:
+        """The release catalog with its evidence (:mod:`fp4patch.catalog`)."""
+        if self._catalog is None:
+            from .catalog import load_catalog
+
+            self._catalog = load_catalog(self.dist.name)
+        return self._catalog
+
+    def resolve(self, spec: Spec) -> Resolution:
+        """The targets ``spec`` takes on the installed release and why (:func:`fp4patch.evidence.resolve`).
+
+        A spec recorded in this install's manifest keeps the basis it was applied on (its files hold
+        the patched code now, which no fingerprint of the release would match); a spec ``apply``
+        checked on CPU in this command carries that outcome.
+        """
+        from .evidence import Resolution
+
+        if spec.id not in self._resolutions:
+            resolution = self._recorded_resolution(spec)
+            if resolution is None:
+                from .evidence import resolve
+                from .fingerprint import ModuleReader
+
+                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self._released_bytes))
+            self._resolutions[spec.id] = resolution
+        resolution = self._resolutions[spec.id]
+        if spec.id in self.checked:
+            return Resolution(resolution.targets, self.checked[spec.id])
+        return resolution
+
+    def forget_reads(self) -> None:
+        """Start :attr:`inputs` afresh (and read the files again): before reports whose inputs key a verdict."""
+        self.inputs.clear()
+        self._resolutions.clear()
+
+    def _recorded_resolution(self, spec: Spec) -> Resolution | None:
+        from .evidence import Basis, Resolution
+
+        try:
+            manifest = self.store.load()
+        except FileSystemError:
+            return None
+        if manifest is None or spec.id not in manifest.basis or self._other_install(manifest):
+            return None
+        basis = Basis.from_json(manifest.basis[spec.id])
+        wanted = set(basis.target.split("; "))
+        targets = [t for t in spec.targets if str(t.versions) in wanted]
+        return Resolution(targets, basis) if targets else None
+
+    def _released_bytes(self, relative: str) -> bytes | None:
+        """The released bytes of a site-packages file: fp4patch's backup when it patched the file, else
+        the file; None when missing. Noted in :attr:`inputs` (the verdict's key)."""
+        try:
+            manifest = self.store.load()
+        except FileSystemError:
+            manifest = None
+        path = self.dist.locate(relative)
+        if manifest is not None and relative in manifest.files and self.store.backup_path(relative).is_file():
+            path = self.store.backup_path(relative)
+        try:
+            data = read_bytes(path) if path.is_file() else None
+        except FileSystemError:
+            data = None
+        self._note_input(path, data)
+        return data
 
     def _note_input(self, path: Path, data: bytes | None) -> None:
         try:
@@ -206,16 +310,26 @@ class Engine:
         obsolete = self._obsolete(spec)
         if obsolete:
             return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
-        targets = spec.targets_for(self.dist.version)
+        from .evidence import CHANGED
+
+        resolution = self.resolve(spec)
+        targets, basis = resolution.targets, resolution.basis
         if not targets:
-            return SpecReport(spec, NOT_TARGETED)
+            return SpecReport(spec, NOT_TARGETED, basis=basis)
+        if basis is not None and basis.kind == CHANGED:
+            reason = f"{self.dist.version}: {basis.describe()}"
+            return SpecReport(spec, DRIFTED, [TargetReport(t.file, DRIFTED, reason=reason) for t in targets], basis)
         reports = []
         for target in targets:
             if target.status:
-                reports.append(TargetReport("", target.status, reason=target.reason))
+                reason = target.reason if basis is None or not basis.describe() else f"{target.reason} ({basis.describe()})"
+                reports.append(TargetReport("", target.status, reason=reason))
                 continue
             reports.append(self._check_target(target))
-        return SpecReport(spec, _combine([r.state for r in reports]), reports)
+        state = _combine([r.state for r in reports])
+        if state == APPLICABLE and basis is not None and basis.kind == NEEDS_CHECK:
+            state = NEEDS_CHECK
+        return SpecReport(spec, state, reports, basis)
 
     def _recorded_applied(self, spec: Spec) -> SpecReport | None:
         """Fast path: ``applied`` without parsing, when fp4patch's manifest (for this version)
@@ -228,7 +342,8 @@ class Engine:
             return None
         if manifest is None or manifest.version != str(self.dist.version) or spec.id not in manifest.specs:
             return None
-        targets = spec.targets_for(self.dist.version)
+        resolution = self.resolve(spec)
+        targets = resolution.targets
         reports = []
         for target in targets:
             if target.status:
@@ -245,7 +360,7 @@ class Engine:
             reports.append(TargetReport(target.file, APPLIED))
         if not any(r.state == APPLIED for r in reports):
             return None
-        return SpecReport(spec, _combine([r.state for r in reports]), reports)
+        return SpecReport(spec, _combine([r.state for r in reports]), reports, resolution.basis)
 
     def _obsolete(self, spec: Spec):
         """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
@@ -276,27 +391,43 @@ class Engine:
         return TargetReport(target.file, _combine([s for _, s, _ in operations]), operations)
 
     # ------------------------------------------------------------------ planning
-    def plan(self, specs: list[Spec]) -> dict[str, FilePlan]:
+    def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
         """Transform every file targeted by ``specs`` in memory.
 
+        The policy for partly covered releases (:func:`fp4patch.states.accepted`): a spec declared
+        ``unsupported`` on this release is left out unless it is in ``required`` (named with
+        ``--spec``, or every spec with ``--strict``); ``not-needed`` and ``obsolete`` specs need
+        nothing. ``unchecked``: plan ``needs-check`` specs as if their CPU check had passed (``diff``
+        shows what ``apply`` would write); else they are problems like drift.
+
         Raises:
-            DriftError: a spec is drifted or not targeted at this version (nothing is written).
+            DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
+                required but unsupported; nothing is written. The message names each, and the
+                ``--skip`` that leaves it out.
         """
-        problems = []
+        problems, skippable = [], []
         by_file: dict[str, list[tuple[Spec, Target]]] = {}
         for spec in specs:
             report = self.report(spec)
-            if report.state == OBSOLETE:
+            if report.state in (OBSOLETE, NOT_NEEDED):
                 continue
-            if report.state in (DRIFTED, UNSUPPORTED):
+            if report.state == UNSUPPORTED and spec.id not in required:
+                continue  # left out: listed with its reason by apply and verify
+            if report.state in (DRIFTED, UNSUPPORTED) or (report.state == NEEDS_CHECK and not unchecked):
                 problems.append(f"{spec.id}: {report.state}: {report.detail}")
+                skippable.append(spec.id)
             elif report.state == NOT_TARGETED:
                 problems.append(f"{spec.id}: no target for {self.dist.name} {self.dist.version}")
-            for target in spec.targets_for(self.dist.version):
+                skippable.append(spec.id)
+            for target in self.resolve(spec).targets:
                 if not target.status:
                     by_file.setdefault(target.file, []).append((spec, target))
         if problems:
-            raise DriftError(f"{self.dist.name} {self.dist.version}: " + "; ".join(problems) + " — nothing written (see `fp4patch verify`)")
+            skip = self.command("apply", *(w for i in skippable for w in ("--skip", i)))
+            raise DriftError(
+                f"{self.dist.name} {self.dist.version}: " + "; ".join(problems)
+                + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{self.command('verify')}`)"
+            )
         return {rel: self._plan_file(rel, pairs) for rel, pairs in by_file.items()}
 
     def _plan_file(self, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
@@ -317,21 +448,32 @@ class Engine:
         return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
 
     # ------------------------------------------------------------------ commands
-    def diff(self, specs: list[Spec]) -> list[FilePlan]:
-        """The files ``apply`` would change, with their new contents (writes nothing)."""
-        return [p for p in self.plan(specs).values() if p.changes]
+    def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:
+        """The files ``apply`` would change, with their new contents (writes nothing). A
+        ``needs-check`` spec is shown as ``apply`` would write it once its CPU check passes."""
+        return [p for p in self.plan(specs, required, unchecked=True).values() if p.changes]
 
-    def apply(self, specs: list[Spec], allow_modified: bool = False, on_success: Callable[[], None] | None = None) -> list[FilePlan]:
+    def apply(
+        self,
+        specs: list[Spec],
+        allow_modified: bool = False,
+        on_success: Callable[[], None] | None = None,
+        required: frozenset[str] | set[str] = frozenset(),
+    ) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
 
         Holds the environment's lock, first finishes an operation that was interrupted (see
-        :meth:`_recover`), then plans, checks and writes through a journal. ``on_success`` runs
-        after a successful apply with the lock still held (the CLI records verify's verdict
-        there: another writer waiting for the lock would take its temporary file for the
-        leftover of a killed run); not on a read-only site-packages, where nothing is written.
+        :meth:`_recover`), then checks on CPU every spec in ``needs-check`` (a release the catalog
+        does not list whose code differs from the verified one: :meth:`check_on_cpu`), then plans,
+        checks and writes through a journal. ``required``: the spec ids that must apply even where
+        declared ``unsupported`` (:meth:`plan`). ``on_success`` runs after a successful apply with
+        the lock still held (the CLI records verify's verdict there: another writer waiting for
+        the lock would take its temporary file for the leftover of a killed run); not on a
+        read-only site-packages, where nothing is written.
 
         Raises:
-            DriftError: a selected spec is drifted or not targeted.
+            DriftError: a selected spec is drifted, not targeted, failed its CPU check, or is
+                required but unsupported.
             UsageError: a selected spec conflicts with one already applied.
             FileSystemError: a file differs from the distribution's RECORD (unless
                 ``allow_modified``) or changed since a previous apply, or cannot be written; no
@@ -344,12 +486,13 @@ class Engine:
             if not isinstance(exc, UnwritableLock):
                 raise
             # read-only site-packages: fine when everything is applied already, else this error
-            written = self._apply(specs, allow_modified, refuse_writes=exc)
+            written = self._apply(specs, allow_modified, refuse_writes=exc, required=required)
             self._refresh_stale_bytecode()
             return written
         try:
             self._recover()
-            written = self._apply(specs, allow_modified)
+            self.check_on_cpu(specs, required)
+            written = self._apply(specs, allow_modified, required=required)
             self._refresh_stale_bytecode()
             if on_success is not None:
                 on_success()
@@ -357,7 +500,27 @@ class Engine:
         finally:
             lock.__exit__(None, None, None)
 
-    def _apply(self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None) -> list[FilePlan]:
+    def check_on_cpu(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
+        """Check every spec of ``specs`` in ``needs-check`` on CPU (:func:`fp4patch.cpu_check.check`)
+        and keep the outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one
+        naming what failed (the spec is then ``drifted``). Returns the outcomes of this call.
+
+        The check copies the distribution's Python sources into a temporary site-packages, applies
+        the selection there and runs the probes in :attr:`target_env` (torch needed there); the
+        installed files are only read.
+        """
+        needs = [s for s in specs if s.id not in self.checked and self.report(s).state == NEEDS_CHECK]
+        if not needs:
+            return {}
+        from .cpu_check import check
+
+        outcome = check(self, needs, [s for s in specs if s.id not in {n.id for n in needs}] + needs, required)
+        self.checked.update(outcome)
+        return outcome
+
+    def _apply(
+        self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None, required: frozenset[str] | set[str] = frozenset()
+    ) -> list[FilePlan]:
         manifest = self._current_manifest()
         if manifest:
             applied = [s for s in self.specs if s.id in manifest.specs]
@@ -368,7 +531,7 @@ class Engine:
             for spec in applied:
                 for other in set(spec.conflicts) & requested:
                     raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{self.command('revert', '--spec', spec.id)}` first")
-        plans = self.plan(specs)
+        plans = self.plan(specs, required)
         writes = [p for p in plans.values() if p.changes]
         links = [plan.path for plan in writes if plan.path.is_symlink()]
         if links:
@@ -400,8 +563,17 @@ class Engine:
                 )
             elif not record and not allow_modified:
                 self._check_baseline(plan)
-        applied_ids = sorted(set(manifest.specs) | {s.id for s in specs})
-        new_manifest = Manifest(self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256())
+        # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
+        taken = [s for s in specs if not (self.report(s).state == UNSUPPORTED and s.id not in required)]
+        applied_ids = sorted(set(manifest.specs) | {s.id for s in taken})
+        basis = dict(manifest.basis)
+        for spec in taken:
+            resolved = self.resolve(spec).basis
+            if resolved is not None and resolved.kind not in ("listed", "no-target"):
+                basis[spec.id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
+        new_manifest = Manifest(
+            self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256(), basis=basis
+        )
         for plan in plans.values():
             old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
             original = old.original_sha256 if old else sha256(plan.current)
@@ -510,7 +682,7 @@ class Engine:
                 continue
             path = self.dist.locate(relative)
             current = read_bytes(path) if path.exists() else b""
-            keep = [(s, t) for s in remaining for t in s.targets_for(self.dist.version) if t.file == relative]
+            keep = [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
             if sha256(current) == record.original_sha256 and not keep:
                 self.notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
                 del records[relative]
@@ -537,8 +709,11 @@ class Engine:
         for _, path, *_ in writes:
             check_writable(path)
         self._check_state_writable()
+        kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
         new_manifest = (
-            Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256)
+            Manifest(
+                manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis
+            )
             if records
             else None
         )
@@ -659,7 +834,7 @@ class Engine:
     def bytecode_files(self) -> list[str]:
         """Site-packages-relative paths of every existing file that a spec of this distribution
         targets at the installed version: those whose bytecode fp4patch keeps current."""
-        files = {t.file for s in self.specs for t in s.targets_for(self.dist.version) if t.file and not t.status}
+        files = {t.file for s in self.specs for t in self.resolve(s).targets if t.file and not t.status}
         return sorted(f for f in files if self.dist.locate(f).is_file())
 
     def stale_bytecode(self) -> str | None:

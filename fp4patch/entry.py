@@ -2,7 +2,7 @@
 
 ``fp4patch verify`` right after ``fp4patch apply`` is what CI jobs and Docker builds run most.
 When its arguments are only ``--python``, ``--site-packages``, ``--spec``, ``--specs-dir``,
-``--json``, ``--format``, ``--applicable`` and ``--quiet``, and :func:`fp4patch.verdict.lookup`
+``--skip``, ``--strict``, ``--json``, ``--format``, ``--applicable`` and ``--quiet``, and :func:`fp4patch.verdict.lookup`
 finds a verdict whose every input is unchanged, the recorded reports are printed through
 :mod:`fp4patch.render` (the same code the full command uses) without importing typer, pydantic,
 libcst or the spec loader. In every other case — other options, a miss, any error — nothing
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from .render import output_conflict
 
 #: Options taking a value, and flags, that the fast path understands (``--opt VALUE`` or ``--opt=VALUE``).
-VALUE_OPTIONS = {"--python", "--site-packages", "--spec", "--specs-dir", "--format"}
-FLAGS = {"--json", "--applicable", "--quiet", "-q"}
+VALUE_OPTIONS = {"--python", "--site-packages", "--spec", "--specs-dir", "--format", "--skip"}
+FLAGS = {"--json", "--applicable", "--quiet", "-q", "--strict"}
 
 
 @dataclass
@@ -33,6 +33,8 @@ class VerifyArguments:
     output: str = "table"
     applicable: bool = False
     quiet: bool = False
+    strict: bool = False
+    skip: list[str] = field(default_factory=list)
 
 
 def parse_verify(argv: list[str]) -> VerifyArguments | None:
@@ -54,6 +56,8 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
                 as_json = True
             elif name == "--applicable":
                 args.applicable = True
+            elif name == "--strict":
+                args.strict = True
             else:
                 args.quiet = True
             continue
@@ -68,6 +72,8 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
             return None
         if name == "--spec":
             args.spec.append(value)
+        elif name == "--skip":
+            args.skip.append(value)
         elif name == "--format":
             output_format = value  # the last one wins, as in click
         else:
@@ -91,19 +97,20 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     # imported while the target interpreter starts (on two cores, mostly in parallel with it)
     import importlib.metadata  # noqa: F401
 
-    from .states import SATISFIED
+    from .states import SATISFIED, UNSUPPORTED
     from .verdict import Request, lookup
 
     try:
         env = from_python(args.python, started) if started else resolve(None, args.site_packages)
     except Fp4PatchError:
         return None
-    found = lookup(env, Request.of(args.spec, args.specs_dir))
+    request = Request.of(args.spec, args.specs_dir, args.strict, args.skip)
+    found = lookup(env, request)
     if found is None:
         return None
     from . import render
 
-    ok_states = set(SATISFIED) | ({"applicable"} if args.applicable else set())
+    ok_states = set(SATISFIED) | ({"applicable"} if args.applicable else set()) | (set() if request.required else {UNSUPPORTED})
     render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet)
     return EXIT_OK
 

@@ -265,8 +265,9 @@ def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:
     """Editable installs and distributions inside an archive cannot be patched in place.
 
     Raises:
-        EnvironmentProblem: ``dist`` is an editable install (``direct_url.json`` with
-            ``dir_info.editable``) or lives in a zip/egg file on the path.
+        EnvironmentProblem: ``dist`` lives in a zip/egg file on the path, or is an editable or
+            ``setup.py develop`` install (:func:`editable_install`), whatever metadata the installer
+            wrote: one line naming the kind and where its files are.
     """
     base = dist.locate_file("")
     if not isinstance(base, Path) or not Path(str(base)).is_dir():
@@ -274,13 +275,102 @@ def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:
             f"{name} is installed inside an archive ({base}); fp4patch patches files on disk only — "
             f"install it unzipped (pip install {name}) and run fp4patch again"
         )
+    found = editable_install(dist)
+    if found is not None:
+        kind, where = found
+        raise EnvironmentProblem(
+            f"{name} is {kind} install: its files are in {where}, not in site-packages; fp4patch does not patch "
+            f"editable installs — patch or fix the checkout itself, or install a wheel (pip install --no-deps {name}=={dist.version})"
+        )
+
+
+#: Top-level package assumed when the metadata names none (``top_level.txt``, RECORD).
+_DEFAULT_PACKAGES = {"flashinfer-python": ("flashinfer",)}
+
+
+def editable_install(dist: metadata.Distribution) -> tuple[str, str] | None:
+    """``(kind, where its files are)`` when ``dist`` is installed in development mode, else None.
+
+    Recognised, whatever metadata the installer wrote (an older installer writes no
+    ``direct_url.json``):
+
+    * ``direct_url.json`` with ``dir_info.editable`` (PEP 610): "an editable", at its ``url``;
+    * a PEP 660 editable by setuptools: a ``__editable__.*.pth`` / ``__editable___*_finder.py`` in
+      RECORD; the finder's ``MAPPING`` names the package directories;
+    * ``setup.py develop`` / ``pip install -e`` with an old setuptools: ``*.egg-info`` metadata in a
+      source tree (beside ``setup.py`` or ``pyproject.toml``), or an ``<name>.egg-link`` in the
+      site-packages;
+    * metadata in site-packages whose top-level package is not there but in a directory that a
+      ``.pth`` file of that site-packages adds to the path.
+    """
+    import re
+
     try:
         text = dist.read_text("direct_url.json")
         direct = json.loads(text) if text else {}
     except (OSError, ValueError):
         direct = {}
     if isinstance(direct, dict) and isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable"):
-        raise EnvironmentProblem(
-            f"{name} is an editable install from {direct.get('url', 'a source checkout')}; fp4patch does not patch "
-            f"editable installs — patch or fix the checkout itself, or install a wheel (pip install {name})"
-        )
+        return "an editable", str(direct.get("url", "a source checkout"))
+    base = Path(str(dist.locate_file("")))
+    folder = Path(dist_folder(dist))
+    files = [str(f) for f in (dist.files or [])]
+    for entry in files:
+        if re.match(r"__editable___.*_finder\.py$", Path(entry).name):
+            finder = base / entry
+            try:
+                mapping = re.search(r"MAPPING[^=]*=\s*(\{[^}]*\})", finder.read_text(encoding="utf-8"))
+                where = ", ".join(sorted(set(re.findall(r":\s*'([^']+)'", mapping.group(1))))) if mapping else ""
+            except OSError:
+                where = ""
+            return "an editable (setuptools, PEP 660)", where or f"the source tree named in {finder}"
+        if re.match(r"__editable__\..*\.pth$", Path(entry).name):
+            pth = base / entry
+            try:
+                lines = [line.strip() for line in pth.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith(("#", "import "))]
+            except OSError:
+                lines = []
+            return "an editable (setuptools, PEP 660)", ", ".join(lines) or f"the source tree named in {pth}"
+    if folder.name.endswith(".egg-info") and any((folder.parent / f).is_file() for f in ("setup.py", "pyproject.toml", "setup.cfg")):
+        return "a development (setup.py develop)", str(folder.parent)
+    packages = _top_level(dist)
+    for package in packages:
+        if (base / package).exists() or (base / f"{package}.py").exists():
+            continue
+        for pth in sorted(base.glob("*.pth")):
+            try:
+                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import")):
+                    continue
+                target = (base / line).resolve() if not Path(line).is_absolute() else Path(line)
+                if (target / package).is_dir():
+                    return "a development (.pth)", f"{target / package} (added to the path by {pth})"
+        for link in sorted(base.glob("*.egg-link")):
+            try:
+                target = link.read_text(encoding="utf-8").splitlines()[0].strip()
+            except (OSError, IndexError):
+                continue
+            return "a development (setup.py develop, egg-link)", target
+        return "an installation with its files elsewhere (an editable or develop install?)", f"not {base / package}"
+    return None
+
+
+def _top_level(dist: metadata.Distribution) -> tuple[str, ...]:
+    """The top-level import packages of ``dist``: ``top_level.txt``, else the first path parts of
+    RECORD's Python files, else the distribution's known package (``flashinfer``)."""
+    from packaging.utils import canonicalize_name
+
+    try:
+        text = dist.read_text("top_level.txt")
+    except OSError:
+        text = None
+    if text and text.split():
+        return tuple(text.split())
+    parts = sorted({str(f).split("/")[0] for f in (dist.files or []) if str(f).endswith(".py") and "/" in str(f) and not str(f).startswith("__editable__")})
+    if parts:
+        return tuple(p for p in parts if not p.endswith((".dist-info", ".data")))
+    return _DEFAULT_PACKAGES.get(canonicalize_name(dist.metadata["Name"] or ""), ())

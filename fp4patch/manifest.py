@@ -46,6 +46,10 @@ class Manifest:
     #: sha256 of the distribution's RECORD when the manifest was written: a reinstall that writes
     #: another RECORD makes the record stale even at the same version (None in older manifests).
     record_sha256: str | None = None
+    #: spec id -> the evidence its targets were taken on, for a release the catalog does not list
+    #: (:meth:`fp4patch.evidence.Basis.to_record`: "as verified on 0.7.4, same code", "checked on CPU
+    #: for 0.7.5"); absent for listed releases and in older manifests.
+    basis: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         """Serialise (sorted keys, trailing newline)."""

@@ -60,6 +60,7 @@ STATE_STYLE = {
     "not-needed": "dim",
     "unsupported": "red",
     "obsolete": "cyan",
+    "needs-check": "yellow",
 }
 
 
@@ -101,14 +102,43 @@ def reports_lines(reports: list[dict[str, Any]], show_summary: bool = False, col
     for r in reports:
         files = ", ".join(sorted({t["file"] for t in r["targets"] if t["file"]}))
         row = [(r["id"], "bold"), (r["state"], STATE_STYLE.get(r["state"], ""))]
+        note = basis_note(r)
         if show_summary:
             row.append(("default" if r["default"] else "-", ""))
-            text = r["summary"] + (f" ({files})" if files else "") + (f": {r['detail']}" if r["detail"] else "")
+            text = r["summary"] + (f" ({files})" if files else "") + (f": {r['detail']}" if r["detail"] else "") + (f"; {note}" if note else "")
         else:
-            text = r["detail"] or files
+            text = (r["detail"] or files) + (f"; {note}" if note else "")
         row.append((" ".join(text.split()), ""))
         rows.append(row)
     return aligned(rows, color)
+
+
+def basis_note(report: dict[str, Any]) -> str:
+    """The evidence a report's targets were taken on, when the release is not one the catalog lists
+    and the detail does not say it already ("as verified on 0.7.4, same code"); "" otherwise."""
+    basis = report.get("basis")
+    if not basis or basis["kind"] in ("listed", "no-target", "needs-check", "changed") or report["state"] in ("drifted", "needs-check"):
+        return ""
+    if basis["kind"] == "declared" and basis["description"] in (report.get("detail") or ""):
+        return ""
+    return basis["description"]
+
+
+def inherited_lines(version: str, reports: list[dict[str, Any]], each: bool = True) -> list[str]:
+    """For a release the catalog does not list: the specs applied on evidence, one line per
+    description ("0.7.5: fp4-quantize-fullgraph, mm-fp4-fullgraph as verified on 0.7.4, same code";
+    with ``each`` false only the last line), then the note that the C++ kernels are not compared
+    (run ``verify --opcheck`` on a GPU). [] when no spec was taken on evidence."""
+    from .evidence import INHERITED, OPCHECK_NOTE
+
+    taken = [r for r in reports if r.get("basis") and r["basis"]["kind"] in INHERITED and r["state"] not in ("drifted",)]
+    if not taken:
+        return []
+    groups: dict[str, list[str]] = {}
+    for r in taken:
+        groups.setdefault(r["basis"]["description"], []).append(r["id"])
+    lines = [f"{version}: {', '.join(ids)} {description}" for description, ids in groups.items()] if each else []
+    return [*lines, f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}"]
 
 
 def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
@@ -359,6 +389,7 @@ def verify_output(
         color = use_color()
         lines = [f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}"]
         lines += reports_lines(reports, color=color)
+        lines += inherited_lines(header["version"], reports, each=False)
         if cases is not None:
             lines += trace_lines(cases, color)
         if functions:

@@ -25,7 +25,7 @@ SPEC_KEYS = {"id", "summary", "rationale", "distribution", "default", "conflicts
 TARGET_KEYS = {"versions", "file", "operation", "status", "reason"}
 CASE_KEYS = {"name", "version", "before", "after", "expect"}
 OBSOLETE_KEYS = {"versions", "file", "function", "calls", "reason"}
-OPERATION_COMMON = {"kind", "function", "anchor-calls", "anchor-params", "code", "code-file"}
+OPERATION_COMMON = {"kind", "function", "anchor-calls", "anchor-params", "code", "code-file", "mirrors"}
 OPERATION_FIELDS = {
     "add-decorator": {"decorator", "position"},
     "insert-at-function-start": set(),
@@ -39,6 +39,8 @@ NEEDS_CODE = {"insert-at-function-start", "replace-function-body", "append-to-mo
 POSITIONS = {"add-decorator": {"outermost", "innermost"}, "append-to-module": {"end", "after-imports"}}
 TARGET_STATUSES = {"not-needed", "unsupported"}
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: A ``mirrors`` entry: ``qualname`` in the target's file, or ``path.py:qualname`` (see :mod:`fp4patch.fingerprint`).
+MIRROR_PATTERN = re.compile(r"^([A-Za-z0-9_./-]+\.py:)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 @dataclass
@@ -46,8 +48,12 @@ class Target:
     """One ``[[target]]`` of a spec: a version specifier and what to do for those versions.
 
     Attributes:
-        versions: PEP 440 specifier; pre- and post-releases match (``0.6.11.post3``).
+        versions: PEP 440 specifier; pre- and post-releases match (``0.6.11.post3``). It places the
+            releases of the catalog (``catalog.json``); a release the catalog does not list takes
+            the target whose recorded evidence matches its code (:mod:`fp4patch.evidence`).
         file: path relative to site-packages ("" for a ``status`` target).
+        operation_specs: ``(kind, fields)`` of each ``[[target.operation]]``; ``fields["mirrors"]``
+            names the code the operation depends on beyond the function it edits.
         operations: applied in order to ``file``.
         status: "" for a patching target, else ``not-needed`` or ``unsupported``.
         reason: why, for a ``status`` target.
@@ -76,7 +82,7 @@ class Target:
                 if kind == "custom-op":
                     operations.extend(_custom_op_operations(kwargs))
                 else:
-                    operations.append(OPERATIONS[kind](**kwargs))
+                    operations.append(OPERATIONS[kind](**{k: v for k, v in kwargs.items() if k != "mirrors"}))
             self._operations = operations
         return self._operations
 
@@ -382,6 +388,16 @@ class _SpecBuilder:
             if value and not function:
                 raise self.fail(self.lines.key(key, line), f"{key!r} needs 'function'")
             kwargs[key.replace("-", "_")] = tuple(value)
+        mirrors = table.get("mirrors", [])
+        if not isinstance(mirrors, list) or not all(isinstance(v, str) and MIRROR_PATTERN.match(v) for v in mirrors):
+            raise self.fail(
+                self.lines.key("mirrors", line),
+                "'mirrors' must be a list of names of the code the operation depends on: \"qualname\" in the target's file "
+                "or \"path/to/file.py:qualname\" (e.g. \"get_fp4_quantization_module.fp4_quantize_sm100\", \"flashinfer/utils.py:round_up\")",
+            )
+        if mirrors and not function:
+            raise self.fail(self.lines.key("mirrors", line), "'mirrors' needs 'function'")
+        kwargs["mirrors"] = tuple(mirrors)
         if kind == "custom-op":
             return kind, self.custom_op(table, line, kwargs)
         if kind in NEEDS_CODE:

@@ -16,7 +16,8 @@ are a function of:
 is equal and no apply/revert journal is present; anything else (a changed byte, another
 version, a different selection, an upgraded fp4patch, a record that cannot be read) is a miss
 and ``verify`` checks the files itself. A stale or hand-made record therefore costs time, never
-a wrong answer from fp4patch's own logic. Only records whose every spec is satisfied are used.
+a wrong answer from fp4patch's own logic. Only records whose every spec is accepted are used
+(satisfied, or a default spec declared unsupported on this release: :func:`fp4patch.states.accepted`).
 
 This module imports no typer, libcst or spec loader: the command-line fast path
 (:mod:`fp4patch.entry`) runs it before them.
@@ -37,7 +38,7 @@ from .environment import TargetEnvironment, locate_distribution
 from .errors import Fp4PatchError
 from .locations import PACKAGE_DIR, STATE_DIR, builtin_specs_dir
 from .manifest import ManifestStore
-from .states import SATISFIED
+from .states import accepted
 
 SCHEMA = 1
 FILE_NAME = "verdict.json"
@@ -52,18 +53,31 @@ class Request:
     Attributes:
         spec_ids: the ``--spec`` ids in the order given, or None for the default selection.
         specs_dir: ``--specs-dir`` resolved to an absolute path, or None for the built-in specs.
+        strict: ``--strict`` (every selected spec must apply; none may be left out as unsupported).
+        skip: the ``--skip`` ids in the order given.
     """
 
     spec_ids: tuple[str, ...] | None
     specs_dir: str | None
+    strict: bool = False
+    skip: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, spec_ids: Iterable[str] | None, specs_dir: str | Path | None) -> Request:
-        """From the command-line values (``--spec`` list or None, ``--specs-dir`` or None)."""
-        return cls(tuple(spec_ids) if spec_ids else None, str(Path(specs_dir).resolve()) if specs_dir else None)
+    def of(cls, spec_ids: Iterable[str] | None, specs_dir: str | Path | None, strict: bool = False, skip: Iterable[str] | None = None) -> Request:
+        """From the command-line values (``--spec`` list or None, ``--specs-dir`` or None, ``--strict``, ``--skip`` list)."""
+        return cls(tuple(spec_ids) if spec_ids else None, str(Path(specs_dir).resolve()) if specs_dir else None, strict, tuple(skip or ()))
+
+    @property
+    def required(self) -> bool:
+        """True when every selected spec must apply (named with ``--spec``, or ``--strict``): none
+        may then be left out as declared ``unsupported`` (:func:`fp4patch.states.accepted`)."""
+        return self.strict or self.spec_ids is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"spec_ids": list(self.spec_ids) if self.spec_ids is not None else None, "specs_dir": self.specs_dir}
+        data: dict[str, Any] = {"spec_ids": list(self.spec_ids) if self.spec_ids is not None else None, "specs_dir": self.specs_dir}
+        if self.strict or self.skip:
+            data.update(strict=self.strict, skip=list(self.skip))
+        return data
 
 
 def _file_sha256(path: Path) -> str | None:
@@ -117,7 +131,7 @@ def record(engine: Any, request: Request, reports: list[dict[str, Any]], header:
     site-packages that refuses the write records nothing (it is only a cache). Returns True when
     a verdict is on disk afterwards.
     """
-    if not reports or any(r["state"] not in SATISFIED for r in reports) or engine.interrupted():
+    if not reports or not all(accepted(r["state"], request.required) for r in reports) or engine.interrupted():
         remove(engine.dist.site_packages, engine.dist.name)
         return False
     try:
@@ -208,7 +222,7 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
                     digest = inputs_digest(request)
                 if data["inputs_digest"] != digest or data["dependencies"] != dependency_versions():
                     continue
-                if not data["specs"] or any(r["state"] not in SATISFIED for r in data["specs"]):
+                if not data["specs"] or not all(accepted(r["state"], request.required) for r in data["specs"]):
                     continue
                 dist = locate_distribution(env, data["distribution"])
                 if dist is None or dist.version != data["installed_version"]:

@@ -430,8 +430,61 @@ def test_editable_install(site_060: Path) -> None:
     direct_url = {"url": "file:///src/flashinfer", "dir_info": {"editable": True}}
     (site_060 / DIST_INFO / "direct_url.json").write_text(json.dumps(direct_url), encoding="utf-8")
     before = snapshot(site_060)
-    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 2, "flashinfer-python", "editable", "pip install flashinfer-python")
+    refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 2, "flashinfer-python is an editable install", "file:///src/flashinfer", "pip install --no-deps flashinfer-python==0.6.0")
     unchanged(site_060, before)
+
+
+def _add_to_record(site: Path, *entries: str) -> None:
+    record = site / DIST_INFO / "RECORD"
+    record.write_text(record.read_text(encoding="utf-8") + "".join(f"{e},,\n" for e in entries), encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["pep660-finder", "pep660-pth", "pth-develop", "egg-link"])
+def test_a_development_install_without_direct_url_is_named_with_where_its_files_are(kind: str, site_060: Path, tmp_path: Path) -> None:
+    """An editable or develop install by an installer that wrote no direct_url.json (issue 16): one
+    line naming the install kind and where the files are, never "file ... not found" per spec."""
+    checkout = tmp_path / "checkout"
+    if kind == "pep660-finder":  # setuptools >= 64: a finder module mapping the package to the checkout
+        finder = "__editable___flashinfer_python_0_6_0_finder.py"
+        (site_060 / finder).write_text(f"MAPPING: dict[str, str] = {{'flashinfer': '{checkout}/flashinfer'}}\n", encoding="utf-8")
+        _add_to_record(site_060, finder)
+        where = f"{checkout}/flashinfer"
+    elif kind == "pep660-pth":  # setuptools' "compat" editable mode: a .pth naming the checkout
+        pth = "__editable__.flashinfer_python-0.6.0.pth"
+        (site_060 / pth).write_text(f"{checkout}\n", encoding="utf-8")
+        _add_to_record(site_060, pth)
+        where = str(checkout)
+    else:  # the package itself moved out of site-packages, found through a .pth or an egg-link
+        checkout.mkdir()
+        shutil.move(str(site_060 / "flashinfer"), checkout / "flashinfer")
+        if kind == "pth-develop":
+            (site_060 / "easy-install.pth").write_text(f"{checkout}\n", encoding="utf-8")
+            where = f"{checkout}/flashinfer"
+        else:
+            (site_060 / "flashinfer-python.egg-link").write_text(f"{checkout}\n.\n", encoding="utf-8")
+            where = str(checkout)
+    before = snapshot(site_060)
+    for command in ("status", "apply"):
+        message = refused(run_cli(command, *sp(site_060)), 2, "flashinfer-python is a", "install: its files are in", where, "not in site-packages")
+        assert "not found" not in message
+    unchanged(site_060, before)
+
+
+def test_a_setup_py_develop_egg_info_in_a_source_tree_is_refused(tmp_path: Path) -> None:
+    """``setup.py develop``: the metadata is an ``.egg-info`` in the checkout, which a .pth puts on the path."""
+    from fp4patch.environment import TargetEnvironment, find_distribution
+    from fp4patch.errors import EnvironmentProblem
+
+    checkout = tmp_path / "checkout"
+    (checkout / "flashinfer").mkdir(parents=True)
+    (checkout / "flashinfer" / "__init__.py").write_text("", encoding="utf-8")
+    (checkout / "setup.py").write_text("from setuptools import setup\nsetup()\n", encoding="utf-8")
+    info = checkout / "flashinfer_python.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.0\n", encoding="utf-8")
+    with pytest.raises(EnvironmentProblem) as caught:
+        find_distribution(TargetEnvironment((str(tmp_path / "site"), str(checkout)), sys.executable, "a test environment"), "flashinfer-python")
+    assert f"is a development (setup.py develop) install: its files are in {checkout}" in str(caught.value)
 
 
 def test_site_packages_is_a_zip_archive(tmp_path: Path, site_060: Path) -> None:

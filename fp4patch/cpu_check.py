@@ -1,0 +1,179 @@
+"""Check, on CPU, a target whose code differs from every release it was verified on (``needs-check``).
+
+On a release the catalog does not list, a spec whose code differs from its verified evidence but
+whose wrapper keeps the verified signature (:mod:`fp4patch.evidence`) is applied only after this
+check, in a throw-away copy, never in the user's site-packages:
+
+1. the distribution's Python sources (every ``.py`` of the packages the specs patch) and its
+   ``.dist-info`` are copied into a temporary site-packages, and the selection is applied there;
+2. in the target interpreter (``--python``; torch needed there, a CPU build is enough), with that
+   copy first on ``sys.path``:
+
+   * the fake of each custom op is compared with the wrapper's own output allocation over the op's
+     case grid (``patches/<distribution>/grids/<function>.py``; :mod:`fp4patch.fake_check`): the
+     wrapper runs eagerly on fake CUDA tensors with only the kernel launch replaced, the op's entry
+     runs into its fake; every output's shape, stride and dtype (or the error raised) must be equal;
+   * every function the spec makes traceable compiles with ``torch.compile(fullgraph=True)`` as one
+     graph (the scan's call, :mod:`fp4patch.trace`), and for ``fp4-quantize-fullgraph`` every case
+     of the trace probe passes.
+
+A spec passes when all of that holds: its basis becomes ``checked`` ("checked on CPU for 0.7.5").
+Otherwise it becomes ``changed``, naming the case and output that differ, the function that does not
+compile, or why the check could not run (no torch there, no case grid for the function, outputs the
+kernel allocates, which the CPU cannot see); ``apply`` then refuses it like drift.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import Fp4PatchError
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .evidence import Basis
+    from .spec import Spec
+
+#: The spec whose functions the trace probe (``trace_probe.py``, 33 fp4_quantize cases) also checks.
+TRACED_SPEC = "fp4-quantize-fullgraph"
+
+
+def copy_sources(engine: Engine, destination: Path) -> Path:
+    """Copy the Python sources of every top-level package the specs patch (``flashinfer/``: its
+    ``.py``/``.pyi`` files, as released: fp4patch's backups of files it patched) and the
+    distribution's metadata folder into ``destination``; returns ``destination`` (a site-packages).
+
+    Raises:
+        FileSystemError: a file cannot be read.
+    """
+    site = engine.dist.site_packages
+    packages = sorted({Path(t.file).parts[0] for s in engine.specs for t in s.targets if t.file})
+    destination.mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        root = site / package
+        if not root.is_dir():
+            continue
+        for path in root.rglob("*"):
+            if path.suffix not in (".py", ".pyi") or "__pycache__" in path.parts or not path.is_file():
+                continue
+            relative = path.relative_to(site).as_posix()
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = engine._released_bytes(relative)
+            target.write_bytes(data if data is not None else path.read_bytes())
+    info = Path(str(getattr(engine.dist.dist, "_path", "") or ""))
+    if info.is_dir():
+        shutil.copytree(info, destination / info.name, dirs_exist_ok=True)
+    return destination
+
+
+def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
+    """Check each spec of ``needs`` (all ``needs-check`` in ``engine``) on CPU, with ``selection``
+    (``needs`` included) applied together in a temporary copy; returns spec id -> its new basis
+    (``checked``, or ``changed`` with the reason). Says what it checks on ``engine.notify``.
+
+    Never raises for a failed check or a probe that cannot run (that is a ``changed`` basis naming
+    the reason); the installed files are only read.
+    """
+    from dataclasses import replace
+
+    from .engine import Engine
+    from .environment import current, find_distribution, from_site_packages
+    from .evidence import CHANGED, CHECKED
+
+    bases = {s.id: engine.resolve(s).basis for s in needs}
+    version = str(engine.dist.version)
+    names = ", ".join(s.id for s in needs)
+    engine.notify(
+        f"{engine.dist.name} {version} is not a release fp4patch was verified on and the code of {names} differs from it; "
+        "checking on CPU before patching (the fake against the wrapper's own allocation, the fullgraph trace)"
+    )
+
+    def failed(spec_id: str, reason: str) -> Basis:
+        base = bases[spec_id]
+        return replace(base, kind=CHANGED, changes=(*base.changes[:2], f"CPU check failed: {reason}"))
+
+    outcome: dict[str, Basis] = {}
+    env = engine.target_env or current()
+    with tempfile.TemporaryDirectory(prefix="fp4patch-check-") as scratch:
+        try:
+            site = copy_sources(engine, Path(scratch) / "site-packages")
+            copy = Engine(find_distribution(from_site_packages(site), engine.dist.name), engine.specs, lambda message: None, engine.catalog, env)
+            copy.checked = {s.id: replace(bases[s.id], kind=CHECKED) for s in needs}  # provisionally: apply the copy
+            copy.apply(selection, allow_modified=True, required=required)
+        except Fp4PatchError as exc:
+            return {s.id: failed(s.id, f"the selection does not apply to a copy ({exc})") for s in needs}
+        problems = _fake_problems(engine, needs, env, site)
+        problems = _merge(problems, _trace_problems(needs, env, site))
+    for spec in needs:
+        found = problems.get(spec.id, [])
+        outcome[spec.id] = failed(spec.id, "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED)
+    return outcome
+
+
+def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {k: [*a.get(k, []), *b.get(k, [])] for k in {*a, *b}}
+
+
+def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path) -> dict[str, list[str]]:
+    """spec id -> what the fake check found wrong for its custom ops (empty lists when fine)."""
+    from .fake_check import requests_for, run_fake_check
+
+    problems: dict[str, list[str]] = {s.id: [] for s in needs}
+    owners: dict[str, str] = {}
+    requests = []
+    for spec in needs:
+        for target in engine.resolve(spec).targets:
+            if target.status:
+                continue
+            kinds = [kind for kind, _ in target.operation_specs]
+            if "custom-op" not in kinds:
+                problems[spec.id].append(f"no CPU check exists for a {'/'.join(dict.fromkeys(kinds))} operation; re-verify the spec on this release")
+                continue
+            for request in requests_for(spec, target):
+                if not request.grid.is_file():
+                    problems[spec.id].append(f"no case grid for {request.function} ({request.grid.name}), so its fake cannot be checked")
+                    continue
+                owners[request.function] = spec.id
+                requests.append(request)
+    if not requests:
+        return problems
+    try:
+        results = run_fake_check(env, site, requests)
+    except Fp4PatchError as exc:
+        for request in requests:
+            problems[owners[request.function]].append(f"the fake check could not run ({exc})")
+        return problems
+    for function, result in results.items():
+        if not result.ok:
+            problems[owners[function]].append(f"{function}: {result.summary()}")
+    return problems
+
+
+def _trace_problems(needs: list[Spec], env, site: Path) -> dict[str, list[str]]:
+    """spec id -> the functions it makes traceable that do not compile as one graph (and, for
+    ``fp4-quantize-fullgraph``, the trace probe's failing cases)."""
+    from .trace import entries_for_specs, run_probe, run_scan, scan_entries
+
+    problems: dict[str, list[str]] = {s.id: [] for s in needs}
+    ids = {s.id for s in needs}
+    names = entries_for_specs(ids)
+    owner = {e["name"]: e["spec"] for e in scan_entries()}
+    try:
+        if names:
+            for result in run_scan(env, site, only=names)["results"]:
+                if not result.get("passed"):
+                    problems[owner[result["name"]]].append(f"{result['name']} does not compile as one graph ({result.get('error') or result['status']})")
+        if TRACED_SPEC in ids:
+            cases = run_probe(env, site)
+            bad = [c for c in cases if not c.get("passed")]
+            if bad or not cases:
+                first = bad[0] if bad else {"name": "no case", "error": "the trace probe ran no case"}
+                problems[TRACED_SPEC].append(f"trace probe {len(cases) - len(bad)}/{len(cases)} cases (first failure {first['name']}: {first.get('error') or 'layout differs'})")
+    except Fp4PatchError as exc:
+        for spec_id in ids:
+            problems[spec_id].append(f"the fullgraph trace could not run ({exc})")
+    return problems

@@ -1,0 +1,282 @@
+"""Fingerprints of the FlashInfer code a spec target depends on (the catalog's evidence).
+
+A target depends on the functions its operations edit (for a ``custom-op``: the wrapper and its
+``callers``) and on every piece of code its fake mirrors (the operation's ``mirrors``: the kernel
+entry that allocates the outputs, the scale-factor layout helpers, the backend table, the enums the
+op converts). Each piece is read with :mod:`ast` and reduced to a canonical form: docstrings
+removed, comments and formatting gone (the AST has neither), and the nodes written field by field
+with empty optional fields left out, so that the same code gives the same form on every Python
+version fp4patch runs on (3.12 added ``type_params`` to every ``FunctionDef``). A reformatted or
+re-commented release therefore keeps its fingerprint; a changed default, decorator, statement or
+constant changes it.
+
+A piece is named as in a spec's ``mirrors``: ``qualname`` for a definition in the target's own
+file (a dotted path through classes and functions, any nesting: ``get_fp4_quantization_module.fp4_quantize_sm100``;
+a module-level assignment by its name: ``_UNSET``), or ``path.py:qualname`` for one in another file
+(relative to site-packages: ``flashinfer/utils.py:round_up``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The value of a piece that the installed code does not define (a file or a name missing).
+MISSING = "missing"
+#: Hex digits kept of a sha256 (48 bits: collisions among a few hundred pieces are not a concern).
+DIGITS = 12
+
+_DROPPED_FIELDS = frozenset({"ctx", "type_comment", "kind"})
+
+
+def canonical(node: ast.AST | list | object) -> str:
+    """The canonical form of an AST node (see the module docstring); stable across Python versions.
+
+    Fields that are None or empty lists are left out (``type_params=[]``, ``returns=None``), as are
+    ``ctx`` (Load/Store follows from the position), ``type_comment`` and ``Constant.kind`` (the
+    ``u`` prefix). ``Constant(value=None)`` keeps its value.
+    """
+    if isinstance(node, ast.AST):
+        parts = []
+        for name in node._fields:
+            if name in _DROPPED_FIELDS:
+                continue
+            value = getattr(node, name, None)
+            if isinstance(node, ast.Constant) and name == "value":
+                parts.append(f"value={value!r}")
+                continue
+            if value is None or value == []:
+                continue
+            parts.append(f"{name}={canonical(value)}")
+        return f"{type(node).__name__}({', '.join(parts)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(canonical(item) for item in node) + "]"
+    return repr(node)
+
+
+def _without_docstrings(node: ast.AST) -> ast.AST:
+    """A copy of ``node`` in which no function, class or module body starts with a docstring."""
+    import copy
+
+    node = copy.deepcopy(node)
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            body = inner.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                inner.body = body[1:] or [ast.Pass()]
+    return node
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGITS]
+
+
+def _definitions(body: Iterable[ast.stmt], name: str) -> list[ast.stmt]:
+    """Definitions of ``name`` directly in ``body`` or inside its ``if``/``try``/``with`` blocks (not
+    inside nested functions or classes), in source order: functions, classes and assignments."""
+    found: list[ast.stmt] = []
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and statement.name == name:
+            found.append(statement)
+        elif isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+            found.append(statement)
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == name:
+            found.append(statement)
+        elif isinstance(statement, (ast.If, ast.Try, ast.With, ast.For, ast.While)) or type(statement).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                found.extend(_definitions(getattr(statement, block, []), name))
+            for handler in getattr(statement, "handlers", []):
+                found.extend(_definitions(handler.body, name))
+    return found
+
+
+def resolve(module: ast.Module, qualname: str) -> list[ast.stmt]:
+    """The definitions ``qualname`` names in ``module`` (dotted through classes and functions); [] when absent."""
+    scopes: list[ast.stmt] = []
+    current: list[list[ast.stmt]] = [module.body]
+    for part in qualname.split("."):
+        scopes = [d for body in current for d in _definitions(body, part)]
+        current = [d.body for d in scopes if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        if not scopes:
+            return []
+    return scopes
+
+
+def split_piece(piece: str, default_file: str) -> tuple[str, str]:
+    """``(file, qualname)`` of a piece name (``path.py:qualname`` or a ``qualname`` of ``default_file``)."""
+    if ":" in piece:
+        file, _, qualname = piece.partition(":")
+        return file, qualname
+    return default_file, piece
+
+
+@dataclass
+class ModuleReader:
+    """Reads and parses site-packages files once (ast), for fingerprints of several targets.
+
+    ``source`` returns the bytes to read for a site-packages-relative path, or None when the file
+    is missing (default: the file under ``site_packages``; the engine passes one that reads the
+    backup of a file fp4patch patched, so that a fingerprint is always of the released code).
+    """
+
+    site_packages: Path
+    source: Callable[[str], bytes | None] | None = None
+    _trees: dict[str, ast.Module | None] = field(default_factory=dict)
+
+    def read(self, relative: str) -> bytes | None:
+        if self.source is not None:
+            return self.source(relative)
+        path = self.site_packages / relative
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def tree(self, relative: str) -> ast.Module | None:
+        """The parsed module, or None when the file is missing or is not valid Python."""
+        if relative not in self._trees:
+            data = self.read(relative)
+            try:
+                self._trees[relative] = None if data is None else ast.parse(data, relative)
+            except (SyntaxError, ValueError):
+                self._trees[relative] = None
+        return self._trees[relative]
+
+    def piece(self, piece: str, default_file: str) -> str:
+        """The digest of one piece's canonical code, or :data:`MISSING`."""
+        file, qualname = split_piece(piece, default_file)
+        tree = self.tree(file)
+        nodes = resolve(tree, qualname) if tree is not None else []
+        if not nodes:
+            return MISSING
+        return _digest("\n".join(canonical(_without_docstrings(n)) for n in nodes))
+
+    def function_node(self, file: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The last definition of function ``qualname`` in ``file`` (the one the module ends up
+        binding), or None."""
+        tree = self.tree(file)
+        nodes = [n for n in (resolve(tree, qualname) if tree is not None else []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        return nodes[-1] if nodes else None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The code one target depends on, as read from one site-packages.
+
+    Attributes:
+        pieces: piece name -> 12-hex digest of its canonical code (or ``"missing"``), in the
+            target's order: edited functions first, then callers and mirrors.
+    """
+
+    pieces: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        """One 12-hex digest over every piece (names and digests, in order)."""
+        return _digest(json.dumps(list(self.pieces.items())))
+
+    def changed(self, other: dict[str, str]) -> list[str]:
+        """Names of the pieces whose digest differs from ``other``'s (or that only one of them has)."""
+        names = list(dict.fromkeys([*self.pieces, *other]))
+        return [n for n in names if self.pieces.get(n) != other.get(n)]
+
+
+def target_pieces(target) -> list[str]:
+    """The piece names of a spec :class:`~fp4patch.spec.Target`: every function its operations name
+    (a ``custom-op``'s wrapper, then its ``callers``), then every operation's ``mirrors``; in order,
+    without repeats. A status target (``not-needed``/``unsupported``) has none."""
+    names: list[str] = []
+    for kind, kwargs in target.operation_specs:
+        if kwargs.get("function"):
+            names.append(kwargs["function"])
+        if kind == "custom-op":
+            names.extend(kwargs["target"].callers)
+        names.extend(kwargs.get("mirrors", ()))
+    return list(dict.fromkeys(names))
+
+
+def fingerprint(reader: ModuleReader, target) -> Fingerprint:
+    """The :class:`Fingerprint` of ``target`` (a patching target) on ``reader``'s files."""
+    return Fingerprint({name: reader.piece(name, target.file) for name in target_pieces(target)})
+
+
+# --------------------------------------------------------------------------- signatures
+def signature(node: ast.FunctionDef | ast.AsyncFunctionDef | None) -> list[list[str]]:
+    """The parameters of a function definition as ``[name, kind, default]`` rows, in order.
+
+    ``kind`` is ``positional-only``, ``positional``, ``keyword-only``, ``*args`` or ``**kwargs``;
+    ``default`` is the default's source text (``ast.unparse``) or ``""`` when there is none.
+    Annotations are left out: the op schema carries its own. ``[]`` for None.
+    """
+    if node is None:
+        return []
+    a = node.args
+    rows: list[list[str]] = []
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for index, (arg, default) in enumerate(zip(positional, defaults)):
+        kind = "positional-only" if index < len(a.posonlyargs) else "positional"
+        rows.append([arg.arg, kind, ast.unparse(default) if default is not None else ""])
+    if a.vararg:
+        rows.append([a.vararg.arg, "*args", ""])
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        rows.append([arg.arg, "keyword-only", ast.unparse(default) if default is not None else ""])
+    if a.kwarg:
+        rows.append([a.kwarg.arg, "**kwargs", ""])
+    return rows
+
+
+def signature_changes(installed: list[list[str]], verified: list[list[str]], function: str) -> list[str]:
+    """What changed in ``function``'s parameters from ``verified`` to ``installed`` (rows of
+    :func:`signature`), one phrase each: a parameter added, removed or renamed (one removed and one
+    added at the same position), moved, of another kind, or with another default. [] when equal."""
+    if installed == verified:
+        return []
+    old = {row[0]: (i, row) for i, row in enumerate(verified)}
+    new = {row[0]: (i, row) for i, row in enumerate(installed)}
+    removed = [n for n in old if n not in new]
+    added = [n for n in new if n not in old]
+    changes: list[str] = []
+    renamed = set()
+    for name in list(added):
+        position = new[name][0]
+        twin = next((r for r in removed if old[r][0] == position and r not in renamed), None)
+        if twin is not None:
+            renamed.add(twin)
+            added.remove(name)
+            changes.append(f"{function}(): parameter {twin!r} renamed to {name!r}")
+    changes += [f"{function}(): parameter {n!r} added" for n in added]
+    changes += [f"{function}(): parameter {n!r} removed" for n in removed if n not in renamed]
+    for name, (position, row) in new.items():
+        if name not in old:
+            continue
+        before = old[name][1]
+        if row[1] != before[1]:
+            changes.append(f"{function}(): parameter {name!r} is {row[1]}, was {before[1]}")
+        if row[2] != before[2]:
+            changes.append(f"{function}(): default of {name!r} is {row[2] or 'none'}, was {before[2] or 'none'}")
+    kept_new = [r[0] for r in installed if r[0] in old]
+    kept_old = [r[0] for r in verified if r[0] in new]
+    if kept_new != kept_old and not any("renamed" in c for c in changes):
+        changes.append(f"{function}(): parameters reordered ({', '.join(kept_new)})")
+    return changes or [f"{function}(): signature differs"]
+
+
+def source_segment(reader: ModuleReader, piece: str, default_file: str) -> str:
+    """The source text of a piece as the file has it (decorators included), for a hunk; "" when missing."""
+    file, qualname = split_piece(piece, default_file)
+    data = reader.read(file)
+    tree = reader.tree(file)
+    if data is None or tree is None:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    lines = text.splitlines(keepends=True)
+    out = []
+    for node in resolve(tree, qualname):
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        out.append("".join(lines[start - 1 : node.end_lineno]))
+    return "".join(out)
