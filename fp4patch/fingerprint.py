@@ -148,19 +148,64 @@ class ModuleReader:
 
     def piece(self, piece: str, default_file: str) -> str:
         """The digest of one piece's canonical code, or :data:`MISSING`."""
-        file, qualname = split_piece(piece, default_file)
-        tree = self.tree(file)
-        nodes = resolve(tree, qualname) if tree is not None else []
+        nodes = self.definitions(*split_piece(piece, default_file))
         if not nodes:
             return MISSING
         return _digest("\n".join(canonical(_without_docstrings(n)) for n in nodes))
 
+    def definitions(self, file: str, qualname: str, depth: int = 0) -> list[ast.stmt]:
+        """The definitions ``qualname`` names as module ``file`` sees it: defined there, or bound
+        there by ``from X import name [as alias]`` (followed into X, four levels at most), so that a
+        definition upstream moved to another module with the same code keeps its digest."""
+        tree = self.tree(file)
+        if tree is None:
+            return []
+        nodes = resolve(tree, qualname)
+        if nodes or depth >= 4:
+            return nodes
+        head, _, rest = qualname.partition(".")
+        for source, name in _imported(tree, head, file):
+            for candidate in (f"{source}.py", f"{source}/__init__.py"):
+                if self.tree(candidate) is not None:
+                    found = self.definitions(candidate, f"{name}.{rest}" if rest else name, depth + 1)
+                    if found:
+                        return found
+        return []
+
     def function_node(self, file: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The last definition of function ``qualname`` in ``file`` (the one the module ends up
         binding), or None."""
-        tree = self.tree(file)
-        nodes = [n for n in (resolve(tree, qualname) if tree is not None else []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        nodes = [n for n in self.definitions(file, qualname) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         return nodes[-1] if nodes else None
+
+
+def _imported(tree: ast.Module, name: str, file: str) -> list[tuple[str, str]]:
+    """``(module path without .py, original name)`` of every ``from X import ...`` at module level
+    (also inside ``if``/``try``) that binds ``name`` in ``file``'s module; relative imports are
+    resolved from ``file``'s package."""
+    found = []
+    package = Path(file).parent.parts
+
+    def visit(body: list[ast.stmt]) -> None:
+        for statement in body:
+            if isinstance(statement, ast.ImportFrom):
+                for alias in statement.names:
+                    if (alias.asname or alias.name) != name:
+                        continue
+                    if statement.level:
+                        base = package[: len(package) - (statement.level - 1)] if statement.level > 1 else package
+                        parts = [*base, *(statement.module.split(".") if statement.module else [])]
+                    else:
+                        parts = (statement.module or "").split(".")
+                    found.append(("/".join(parts), alias.name))
+            elif isinstance(statement, (ast.If, ast.Try)) or type(statement).__name__ == "TryStar":
+                visit(statement.body)
+                visit(getattr(statement, "orelse", []))
+                for handler in getattr(statement, "handlers", []):
+                    visit(handler.body)
+
+    visit(tree.body)
+    return found
 
 
 @dataclass(frozen=True)
@@ -276,7 +321,7 @@ def source_segment(reader: ModuleReader, piece: str, default_file: str) -> str:
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
     out = []
-    for node in resolve(tree, qualname):
+    for node in resolve(tree, qualname):  # (where the file itself defines it)
         start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
         out.append("".join(lines[start - 1 : node.end_lineno]))
     return "".join(out)
