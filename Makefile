@@ -26,7 +26,7 @@ help:
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
 	@echo "make lint   - ruff + compile check"
 	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
-	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time), writes docs/compatibility.md"
+	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time): docs/compatibility.md and the catalog's evidence; then replay each wheel release as if unseen"
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,7 @@ ROUNDS ?= 11
 JOBS ?= 2
 compat: $(VENV)/.installed
 	$(PY) -m fp4patch.compat -j $(JOBS) --output docs/compatibility.md
+	$(PY) -m fp4patch.compat --replay -j $(JOBS) --output docs/compatibility.md
 
 clean:
 	rm -rf $(VENV) .demo build dist *.egg-info .pytest_cache

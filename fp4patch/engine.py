@@ -182,6 +182,9 @@ class Engine:
         self._resolutions: dict[str, Resolution] = {}
         #: spec id -> the outcome of the CPU check ``apply`` ran for it (a ``checked`` or ``changed`` basis).
         self.checked: dict[str, Basis] = {}
+        #: spec id -> target specifiers that count as carrying evidence (``make compat``'s replay of
+        #: past releases; None: those with evidence in :attr:`catalog`).
+        self.evidenced: dict[str, set[str]] | None = None
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
@@ -230,7 +233,8 @@ class Engine:
                 from .evidence import resolve
                 from .fingerprint import ModuleReader
 
-                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self._released_bytes))
+                evidenced = self.evidenced.get(spec.id, set()) if self.evidenced is not None else None
+                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self._released_bytes), evidenced)
             self._resolutions[spec.id] = resolution
         resolution = self._resolutions[spec.id]
         if spec.id in self.checked:

@@ -128,11 +128,17 @@ def _evidence_of(catalog: Catalog, spec: Spec, target: Target) -> list[Evidence]
     return [e for e in catalog.evidence.get(spec.id, []) if e.target == str(target.versions)]
 
 
+def _nearest_release(entry: Evidence, version: Version) -> Version:
+    """The release of ``entry`` nearest to ``version``: the newest at or below it, else the oldest."""
+    below = [r for r in entry.releases if r <= version]
+    return max(below) if below else entry.releases[0]
+
+
 def _closest(entries: list[Evidence], version: Version) -> Evidence:
-    """The entry verified on the newest release at or below ``version`` (else the oldest above)."""
-    below = [e for e in entries if e.latest <= version]
+    """The entry verified on the newest release at or below ``version`` (else the one verified on the oldest above it)."""
+    below = [e for e in entries if e.releases[0] <= version]
     if below:
-        return max(below, key=lambda e: e.latest)
+        return max(below, key=lambda e: _nearest_release(e, version))
     return min(entries, key=lambda e: e.releases[0])
 
 
@@ -180,7 +186,8 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
     if matches:
         entry = _closest([e for e, _ in matches], version)
         target = next(t for e, t in matches if e is entry)
-        return Resolution([target], Basis(SAME_CODE, v, str(entry.latest), digest=fingerprint(reader, target).digest, target=str(target.versions)))
+        release = str(_nearest_release(entry, version))
+        return Resolution([target], Basis(SAME_CODE, v, release, digest=fingerprint(reader, target).digest, target=str(target.versions)))
     # 2. what the spec itself says for this version: declarations, targets without evidence
     if evidenced is None:
         evidenced = {e.target for e in catalog.evidence.get(spec.id, [])}
@@ -205,7 +212,7 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
             changes.append(f"{target.file}: no evidence recorded for this target")
             continue
         entry = _closest(entries, version)
-        release = str(entry.latest)
+        release = str(_nearest_release(entry, version))
         changes += installed.changed(entry.code)
         edited = edited_function(target)
         if edited and entry.signature:

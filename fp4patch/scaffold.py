@@ -180,3 +180,76 @@ after = {_toml_string(after)}
     except OSError as exc:
         raise FileSystemError(f"{path}: cannot write the new spec ({exc.strerror}); pass a writable --specs-dir") from None
     return path
+
+
+def add_target(engine, spec, directory: Path) -> Path:
+    """``fp4patch new SPEC_ID --add-target``: start a target of ``spec`` for the installed release
+    from the difference :mod:`fp4patch.evidence` found (a changed signature, code that differs).
+
+    Copies the spec file (with its op sources, helpers and case grids when it is a built-in one) to
+    ``<directory>/<distribution>/`` unless it is there already, and inserts, before its first
+    ``[[case]]``, a copy of the target the nearest verified release takes, with ``versions`` set to
+    ``==<installed version>``, ``params`` set to the installed wrapper's parameters, and comments
+    naming what changed and what to check. The new target has no evidence, so the spec takes it by
+    its specifier; ``fp4patch diff``/``verify --trace`` with ``--specs-dir`` then show it.
+
+    Raises:
+        UsageError: the spec takes no patching target on this release, or already one for exactly
+            this version, or the release is one the catalog lists (its target is known).
+        FileSystemError: the file cannot be written.
+    """
+    import re
+    import shutil
+
+    from .evidence import edited_function, installed_signature
+    from .fingerprint import ModuleReader
+
+    version = str(engine.dist.version)
+    if engine.catalog.lists(engine.dist.version):
+        raise UsageError(f"{spec.id}: {engine.dist.name} {version} is a release fp4patch knows; its target is {spec.path}'s own — edit that")
+    resolution = engine.resolve(spec)
+    patching = [t for t in resolution.targets if not t.status]
+    if not patching:
+        raise UsageError(f"{spec.id}: no patching target to start from on {version} ({resolution.basis.describe() if resolution.basis else 'none'})")
+    destination = directory / spec.distribution / spec.path.name
+    if destination.resolve() != spec.path.resolve():
+        if destination.exists():
+            raise UsageError(f"{destination}: exists; pass --specs-dir {directory} to add the target to that copy, or remove it")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        for sub in ("ops", "grids"):
+            if (spec.path.parent / sub).is_dir() and not (destination.parent / sub).exists():
+                shutil.copytree(spec.path.parent / sub, destination.parent / sub)
+        catalog = spec.path.parent / "catalog.json"
+        if catalog.is_file() and not (destination.parent / "catalog.json").exists():
+            shutil.copy2(catalog, destination.parent / "catalog.json")
+        shutil.copy2(spec.path, destination)
+    lines = destination.read_text(encoding="utf-8").splitlines(keepends=True)
+    if any(line.strip() == f'versions = "=={version}"' for line in lines):
+        raise UsageError(f"{destination}: already has a target for =={version}")
+    target = patching[0]
+    start = target.line - 1
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\[\[(target|case|obsolete-when)\]\]", lines[i])), len(lines))
+    block = lines[start:end]
+    reader = ModuleReader(engine.dist.site_packages, engine._released_bytes)
+    params = [row[0] for row in installed_signature(reader, target)]
+    basis = resolution.basis
+    notes = [
+        f"# started by `fp4patch new {spec.id} --add-target` on {engine.dist.name} {version} from the target of {basis.release if basis else '?'}\n",
+        *(f"# changed: {c}\n" for c in (basis.changes if basis else ())),
+        "# check: params and [target.operation.defaults] against the wrapper, the fake against its allocation (mirrors),\n",
+        "# then `fp4patch diff --specs-dir DIR` and `fp4patch verify --trace --specs-dir DIR` after apply\n",
+    ]
+    out = []
+    for line in block:
+        if line.startswith("versions ="):
+            line = f'versions = "=={version}"\n'
+        elif line.strip().startswith("params =") and params and edited_function(target):
+            line = re.sub(r"params = \[.*\]", "params = [" + ", ".join(f'"{p}"' for p in params) + "]", line)
+        out.append(line)
+    first_case = next((i for i, line in enumerate(lines) if line.startswith("[[case]]")), len(lines))
+    new = [*lines[:first_case], *notes, *out, *([] if out[-1].strip() == "" else ["\n"]), *lines[first_case:]]
+    try:
+        destination.write_text("".join(new), encoding="utf-8")
+    except OSError as exc:
+        raise FileSystemError(f"{destination}: cannot write ({exc.strerror}); pass --specs-dir to a writable folder") from None
+    return destination

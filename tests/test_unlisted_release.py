@@ -1,0 +1,209 @@
+"""A FlashInfer release fp4patch does not list (issue 16): real wheels relabelled, and synthetic changes.
+
+A relabelled release is a real wheel's sources with another version in its ``.dist-info`` (the
+code untouched): 0.7.4 as 0.7.5, 0.7.5rc1, a dev nightly and a local label; 0.6.18.post1 as 0.6.19 and
+as a post release. Each spec must take the target verified on the same code and say so; a release
+where a function changed must be refused naming the function and what changed, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import release_site, run_cli, snapshot
+
+DEFAULT_PATCHING = {  # default specs that patch a file on 0.7.4 (flashinfer-fp4-quantize-op-keywords is obsolete there)
+    "bmm-fp8-fullgraph", "cuda-version-from-torch", "cutlass-fused-moe-fullgraph", "fp4-quantize-fullgraph", "mm-fp4-fullgraph",
+    "mxfp8-grouped-quantize-fullgraph", "mxfp8-quantize-fullgraph", "nvfp4-batched-quantize-fullgraph",
+    "scaled-fp4-grouped-quantize-fullgraph", "silu-and-mul-mxfp8-experts-quantize-fullgraph",
+    "silu-and-mul-scaled-nvfp4-experts-quantize-fullgraph", "trtllm-fp4-block-scale-moe-fullgraph",
+    "trtllm-fp4-block-scale-routed-moe-fullgraph",
+}
+
+
+def relabel(source: Path, target: Path, version: str) -> Path:
+    """``target``: a hard-linked copy of the unpacked release ``source`` whose ``.dist-info`` says
+    ``version`` (folder name, METADATA, RECORD rewritten as real files); the code is untouched."""
+    shutil.copytree(source, target, symlinks=True, copy_function=os.link)
+    (info,) = target.glob("flashinfer_python-*.dist-info")
+    old = info.name.removeprefix("flashinfer_python-").removesuffix(".dist-info")
+    new_info = target / f"flashinfer_python-{version}.dist-info"
+    info.rename(new_info)
+    for name, old_text, new_text in (("METADATA", f"Version: {old}\n", f"Version: {version}\n"), ("RECORD", info.name, new_info.name)):
+        path = new_info / name
+        text = path.read_text(encoding="utf-8")
+        assert old_text in text
+        path.unlink()  # a hard link into the shared unpack: replace, never write through
+        path.write_text(text.replace(old_text, new_text), encoding="utf-8")
+    return target
+
+
+def replace_in(site: Path, relative: str, old: str, new: str) -> None:
+    """Edit one source file of a linked copy (replacing the link by a new file), and its RECORD
+    line, as a real next release's wheel would have it."""
+    import base64
+    import hashlib
+
+    path = site / relative
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {relative}"
+    path.unlink()
+    data = text.replace(old, new, 1).encode("utf-8")
+    path.write_bytes(data)
+    (record,) = site.glob("flashinfer_python-*.dist-info/RECORD")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    lines = [f"{relative},sha256={digest},{len(data)}" if line.startswith(f"{relative},") else line for line in record.read_text().splitlines()]
+    record.unlink()
+    record.write_text("\n".join(lines) + "\n")
+
+
+def status(site: Path) -> dict[str, dict]:
+    done = run_cli("status", "--site-packages", str(site), "--json", check=True)
+    return {r["id"]: r for r in json.loads(done.stdout)["specs"]}
+
+
+@pytest.mark.parametrize(
+    "source, version",
+    [("0.7.4", "0.7.5"), ("0.7.4", "0.8.0.dev20261201"), ("0.7.4", "0.7.5rc1"), ("0.7.4", "0.7.4+cu130"),
+     ("0.6.18.post1", "0.6.19"), ("0.6.18.post1", "0.6.18.post2")],
+)
+def test_a_relabelled_release_applies_as_verified_on_the_same_code_and_reverts_byte_identical(
+    source: str, version: str, tmp_path: Path, tmp_path_factory
+) -> None:
+    site = relabel(release_site(source, tmp_path_factory, sources_only=True), tmp_path / "site", version)
+    pristine = snapshot(site)
+    reports = status(site)
+    patching = {i for i, r in reports.items() if r["default"] and r["state"] == "applicable"}
+    assert patching >= ({s for s in DEFAULT_PATCHING if "mxfp8-experts" not in s} if source != "0.7.4" else DEFAULT_PATCHING), reports
+    for spec_id in patching:
+        basis = reports[spec_id]["basis"]
+        assert (basis["kind"], basis["release"]) == ("same-code", source), (spec_id, basis)
+        assert basis["description"] == f"as verified on {source}, same code"
+    done = run_cli("apply", "--site-packages", str(site))
+    assert done.returncode == 0, done.stderr
+    assert f"{version}: " in done.stdout and f"as verified on {source}, same code" in done.stdout
+    assert "verify --opcheck" in done.stdout  # the kernels are not fingerprinted: said once
+    manifest = json.loads((site / ".fp4patch" / "flashinfer-python" / "manifest.json").read_text())
+    assert {k for k, b in manifest["basis"].items() if b["kind"] == "same-code"} >= patching
+    verified = run_cli("verify", "--site-packages", str(site))
+    assert verified.returncode == 0 and "verify: ok" in verified.stdout, verified.stdout + verified.stderr
+    after = status(site)
+    assert all(after[i]["state"] == "applied" and after[i]["basis"]["kind"] == "same-code" for i in patching)
+    run_cli("revert", "--site-packages", str(site), check=True)
+    assert snapshot(site) == pristine
+
+
+@pytest.mark.slow
+def test_the_next_release_with_identical_code_passes_verify_trace(tmp_path: Path, tmp_path_factory) -> None:
+    """Issue 16's "done when": 0.7.4 relabelled 0.7.5, `apply` and then `verify --trace` (CPU, fake CUDA tensors)."""
+    site = relabel(release_site("0.7.4", tmp_path_factory, bytecode=True), tmp_path / "site", "0.7.5")
+    run_cli("apply", "--site-packages", str(site), check=True)
+    done = run_cli("verify", "--site-packages", str(site), "--trace")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "fullgraph trace: 33/33 cases passed" in done.stdout and "verify: ok" in done.stdout
+
+
+def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(tmp_path: Path, tmp_path_factory) -> None:
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(
+        site, "flashinfer/quantization/fp8_quantization.py",
+        "    *,\n    batch_invariant: bool = False,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str = \"nearest\",\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+    )
+    before = snapshot(site)
+    reports = status(site)
+    mxfp8 = reports["mxfp8-quantize-fullgraph"]
+    assert mxfp8["state"] == "drifted" and mxfp8["basis"]["kind"] == "changed"
+    assert "mxfp8_quantize(): parameter 'scale_rounding' added (against 0.7.4, the nearest verified release)" in mxfp8["detail"]
+    assert reports["fp4-quantize-fullgraph"]["basis"]["kind"] == "same-code"  # the others keep their evidence
+    done = run_cli("apply", "--site-packages", str(site))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert "mxfp8-quantize-fullgraph: drifted" in lines[0] and "parameter 'scale_rounding' added" in lines[0]
+    assert "nothing written" in lines[0] and "--skip mxfp8-quantize-fullgraph" in lines[0]
+    assert snapshot(site) == before and not (site / ".fp4patch").exists()
+    # left out by name: the rest applies, and the changed function is never patched with the old schema
+    done = run_cli("apply", "--site-packages", str(site), "--skip", "mxfp8-quantize-fullgraph")
+    assert done.returncode == 0, done.stderr
+    text = (site / "flashinfer/quantization/fp8_quantization.py").read_text()
+    assert "_fp4patch_register_mxfp8_grouped_quantize" in text and "_fp4patch_register_mxfp8_quantize()" not in text
+    assert run_cli("verify", "--site-packages", str(site), "--skip", "mxfp8-quantize-fullgraph").returncode == 0
+    assert run_cli("verify", "--site-packages", str(site)).returncode == 1  # the default selection still names it
+    run_cli("revert", "--site-packages", str(site), check=True)
+    assert snapshot(site) == before
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        ("backend: str = \"auto\",\n    # Appended last", "backend: str = \"cuda\",\n    # Appended last", "default of 'backend' is 'cuda', was 'auto'"),
+        ("    global_scale: Optional[torch.Tensor] = None,\n    sf_vec_size: int = 16,\n    sf_use_ue8m0",
+         "    scale: Optional[torch.Tensor] = None,\n    sf_vec_size: int = 16,\n    sf_use_ue8m0", "parameter 'global_scale' renamed to 'scale'"),
+        ("    *,\n    batch_invariant: bool = False,\n) -> Tuple[torch.Tensor, torch.Tensor]:\n    r\"\"\"Quantize input tensor to FP4",
+         ") -> Tuple[torch.Tensor, torch.Tensor]:\n    r\"\"\"Quantize input tensor to FP4", "parameter 'batch_invariant' removed"),
+    ],
+    ids=["default", "renamed", "removed"],
+)
+def test_a_signature_change_is_named(old: str, new: str, expected: str, tmp_path: Path, tmp_path_factory) -> None:
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp4_quantization.py", old, new)
+    report = status(site)["fp4-quantize-fullgraph"]
+    assert report["state"] == "drifted" and f"fp4_quantize(): {expected}" in report["detail"], report["detail"]
+
+
+def test_a_comment_and_reformatting_keep_the_evidence(tmp_path: Path, tmp_path_factory) -> None:
+    """Comments, blank lines, line breaks and docstrings are not code: the fingerprint stays."""
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp4_quantization.py", "    if sf_vec_size != 16 and sf_vec_size != 32:\n",
+               "    # a comment a new release added\n\n    if (\n        sf_vec_size != 16\n        and sf_vec_size != 32\n    ):\n")
+    replace_in(site, "flashinfer/quantization/fp4_quantization.py", 'r"""Quantize input tensor to FP4 format.', 'r"""Quantise an input tensor to FP4.')
+    report = status(site)["fp4-quantize-fullgraph"]
+    assert report["state"] == "applicable" and report["basis"]["kind"] == "same-code", report
+
+
+def test_a_changed_mirror_needs_a_check_and_diff_says_so(tmp_path: Path, tmp_path_factory) -> None:
+    """The scale-factor size helper the fakes mirror changed: the specs using it need a CPU check
+    (status says which piece differs); the others keep their evidence."""
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp4_quantization.py", "def _compute_swizzled_layout_sf_size(total_row, total_column, row_size=128):\n",
+               "def _compute_swizzled_layout_sf_size(total_row, total_column, row_size=128):\n    total_row = total_row + 0\n")
+    reports = status(site)
+    batched = reports["nvfp4-batched-quantize-fullgraph"]
+    assert batched["state"] == "needs-check" and "_compute_swizzled_layout_sf_size" in batched["basis"]["changes"], batched
+    assert "`fp4patch apply` checks it on CPU before patching" in batched["detail"]
+    assert reports["bmm-fp8-fullgraph"]["basis"]["kind"] == "same-code"
+    done = run_cli("diff", "--site-packages", str(site), "--spec", "nvfp4-batched-quantize-fullgraph")
+    assert done.returncode == 0 and "+_fp4patch_nvfp4_batched_quantize_entry = " in done.stdout
+    assert "checks them on CPU first" in done.stderr
+
+
+def test_a_partly_covered_known_release_applies_what_holds(tmp_path: Path, tmp_path_factory) -> None:
+    """0.5.3: mm_fp4 and the MoE specs are declared unsupported; the default apply patches
+    fp4_quantize and the quantizers, lists the others with their reasons, exit 0. --strict, or
+    naming an unsupported spec, fails with nothing written."""
+    site = tmp_path / "site"
+    shutil.copytree(release_site("0.5.3", tmp_path_factory, sources_only=True), site, symlinks=True, copy_function=os.link)
+    before = snapshot(site)
+    for args in (("--strict",), ("--spec", "mm-fp4-fullgraph")):
+        done = run_cli("apply", "--site-packages", str(site), *args)
+        assert done.returncode == 1 and "mm-fp4-fullgraph: unsupported" in done.stderr and "nothing written" in done.stderr, done.stderr
+        assert snapshot(site) == before
+    done = run_cli("apply", "--site-packages", str(site), "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert "flashinfer/fp4_quantization.py" in payload["written"]
+    assert {e["id"] for e in payload["left_out"]} == {
+        "mm-fp4-fullgraph", "cutlass-fused-moe-fullgraph", "trtllm-fp4-block-scale-moe-fullgraph", "trtllm-fp4-block-scale-routed-moe-fullgraph"}
+    assert "_fp4patch_register_fp4_quantize" in (site / "flashinfer/fp4_quantization.py").read_text()
+    manifest = json.loads((site / ".fp4patch" / "flashinfer-python" / "manifest.json").read_text())
+    assert "mm-fp4-fullgraph" not in manifest["specs"] and "fp4-quantize-fullgraph" in manifest["specs"]
+    assert run_cli("verify", "--site-packages", str(site)).returncode == 0
+    strict = run_cli("verify", "--site-packages", str(site), "--strict")
+    assert strict.returncode == 1 and "unsupported: cutlass-fused-moe-fullgraph" in strict.stdout
+    run_cli("revert", "--site-packages", str(site), check=True)
+    assert snapshot(site) == before
