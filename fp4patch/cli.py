@@ -355,6 +355,26 @@ def apply(
     _run(as_json, body, quiet)
 
 
+def _print_changes(engine, selected) -> None:
+    """``verify --show-changes``: on stderr, the hunks of each spec's code against the nearest
+    verified release (:func:`fp4patch.evidence.changed_hunks`), or why they cannot be fetched."""
+    import tempfile
+
+    from .evidence import changed_hunks
+
+    with tempfile.TemporaryDirectory(prefix="fp4patch-changes-") as scratch:
+        for spec in selected:
+            try:
+                text = changed_hunks(engine, spec, scratch)
+            except Fp4PatchError as exc:
+                err.print(f"fp4patch: {spec.id}: no hunks ({exc})", markup=False)
+                continue
+            if text:
+                err.print(f"fp4patch: {spec.id}: the code that differs from the nearest verified release:", markup=False)
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+
 def _required(selected, spec_ids: list[str] | None, strict: bool) -> frozenset[str]:
     """The selected spec ids that must apply even where declared ``unsupported``: every one with
     ``--strict``, those named with ``--spec`` (asked for by name), none for the default selection
@@ -389,6 +409,10 @@ def verify(
     quiet: QuietOpt = False,
     skip: SkipOpt = None,
     strict: StrictOpt = False,
+    show_changes: Annotated[
+        bool,
+        typer.Option("--show-changes", help="On a release fp4patch does not know: print the hunks of the code that differs from the nearest verified release (downloaded into the cache)."),
+    ] = False,
 ) -> None:
     """Check each selected spec on the installed files; never writes.
 
@@ -409,7 +433,7 @@ def verify(
         request = Request.of(spec, specs_dir, strict, skip)
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if request.required else {"unsupported"})
         env = _environment(python, site_packages)
-        recorded = lookup(env, request)
+        recorded = lookup(env, request) if not show_changes else None
         if recorded is not None:  # apply recorded this answer and none of its inputs changed
             header, reports, interrupted, specs_by_id = recorded.header, recorded.reports, None, {}
             where = recorded.site_packages
@@ -440,6 +464,8 @@ def verify(
 
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
+        if show_changes and specs_by_id:
+            _print_changes(engine, list(specs_by_id.values()))
         output = "json" if as_json else "github" if github else "table"
         verify_output(
             header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,

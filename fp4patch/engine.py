@@ -409,7 +409,7 @@ class Engine:
                 required but unsupported; nothing is written. The message names each, and the
                 ``--skip`` that leaves it out.
         """
-        problems, skippable = [], []
+        problems, skippable, changed = [], [], False
         by_file: dict[str, list[tuple[Spec, Target]]] = {}
         for spec in specs:
             report = self.report(spec)
@@ -420,6 +420,7 @@ class Engine:
             if report.state in (DRIFTED, UNSUPPORTED) or (report.state == NEEDS_CHECK and not unchecked):
                 problems.append(f"{spec.id}: {report.state}: {report.detail}")
                 skippable.append(spec.id)
+                changed = changed or (report.basis is not None and report.basis.kind in ("changed", "needs-check"))
             elif report.state == NOT_TARGETED:
                 problems.append(f"{spec.id}: no target for {self.dist.name} {self.dist.version}")
                 skippable.append(spec.id)
@@ -430,7 +431,8 @@ class Engine:
             skip = self.command("apply", *(w for i in skippable for w in ("--skip", i)))
             raise DriftError(
                 f"{self.dist.name} {self.dist.version}: " + "; ".join(problems)
-                + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{self.command('verify')}`)"
+                + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{self.command('verify')}`"
+                + (f"; `{self.command('verify', '--show-changes')}` shows what changed)" if changed else ")")
             )
         return {rel: self._plan_file(rel, pairs) for rel, pairs in by_file.items()}
 

@@ -228,3 +228,39 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
 
 def _label(targets: list) -> str:
     return "; ".join(str(t.versions) for t in targets)
+
+
+def changed_hunks(engine, spec: Spec, scratch) -> str:
+    """The hunks of the code ``spec``'s targets depend on, from the nearest verified release (its
+    archive fetched into the download cache, :func:`fp4patch.releases.fetch`, and unpacked into
+    ``scratch``, a directory) to the installed files; "" when the spec's basis names no release or
+    no piece differs.
+
+    Raises:
+        EnvironmentProblem: the verified release cannot be downloaded.
+    """
+    from pathlib import Path
+
+    from .fingerprint import ModuleReader, hunks, target_pieces
+    from .releases import fetch, unpack
+
+    resolution = engine.resolve(spec)
+    basis = resolution.basis
+    if basis is None or basis.kind not in (NEEDS_CHECK, CHECKED, CHANGED) or not basis.release:
+        return ""
+    site = Path(scratch) / basis.release
+    if not site.is_dir():
+        unpack(fetch(engine.dist.name, basis.release), site, sources_only=True)
+    verified = ModuleReader(site)
+    installed = ModuleReader(engine.dist.site_packages, engine._released_bytes)
+    out = []
+    for target in resolution.targets:
+        if target.status:
+            continue
+        pieces = target_pieces(target)
+        named = [p for p in pieces if p in basis.changes]
+        if not named:  # a signature change: the edited function
+            edited = edited_function(target)
+            named = [edited[1]] if edited else []
+        out.append(hunks(installed, verified, named, target.file, basis.release))
+    return "".join(out)

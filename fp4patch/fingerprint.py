@@ -153,24 +153,28 @@ class ModuleReader:
             return MISSING
         return _digest("\n".join(canonical(_without_docstrings(n)) for n in nodes))
 
-    def definitions(self, file: str, qualname: str, depth: int = 0) -> list[ast.stmt]:
+    def definitions(self, file: str, qualname: str) -> list[ast.stmt]:
         """The definitions ``qualname`` names as module ``file`` sees it: defined there, or bound
         there by ``from X import name [as alias]`` (followed into X, four levels at most), so that a
         definition upstream moved to another module with the same code keeps its digest."""
+        return self.locate(file, qualname)[1]
+
+    def locate(self, file: str, qualname: str, depth: int = 0) -> tuple[str, list[ast.stmt]]:
+        """``(the file that defines it, its definitions)`` for :meth:`definitions`; ``(file, [])`` when absent."""
         tree = self.tree(file)
         if tree is None:
-            return []
+            return file, []
         nodes = resolve(tree, qualname)
         if nodes or depth >= 4:
-            return nodes
+            return file, nodes
         head, _, rest = qualname.partition(".")
         for source, name in _imported(tree, head, file):
             for candidate in (f"{source}.py", f"{source}/__init__.py"):
                 if self.tree(candidate) is not None:
-                    found = self.definitions(candidate, f"{name}.{rest}" if rest else name, depth + 1)
-                    if found:
+                    found = self.locate(candidate, f"{name}.{rest}" if rest else name, depth + 1)
+                    if found[1]:
                         return found
-        return []
+        return file, []
 
     def function_node(self, file: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The last definition of function ``qualname`` in ``file`` (the one the module ends up
@@ -311,17 +315,31 @@ def signature_changes(installed: list[list[str]], verified: list[list[str]], fun
     return changes or [f"{function}(): signature differs"]
 
 
-def source_segment(reader: ModuleReader, piece: str, default_file: str) -> str:
-    """The source text of a piece as the file has it (decorators included), for a hunk; "" when missing."""
-    file, qualname = split_piece(piece, default_file)
-    data = reader.read(file)
-    tree = reader.tree(file)
-    if data is None or tree is None:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    lines = text.splitlines(keepends=True)
+def source_segment(reader: ModuleReader, piece: str, default_file: str) -> tuple[str, str]:
+    """``(file, source text)`` of a piece as its file has it (decorators included, imports followed),
+    for a hunk; the text is "" when the piece is missing."""
+    where, nodes = reader.locate(*split_piece(piece, default_file))
+    data = reader.read(where)
+    if data is None or not nodes:
+        return where, ""
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
     out = []
-    for node in resolve(tree, qualname):  # (where the file itself defines it)
+    for node in nodes:
         start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
         out.append("".join(lines[start - 1 : node.end_lineno]))
+    return where, "".join(out)
+
+
+def hunks(installed: ModuleReader, verified: ModuleReader, pieces: list[str], default_file: str, release: str) -> str:
+    """Unified diffs, piece by piece, of ``pieces`` from the ``verified`` release's files (labelled
+    ``release``) to the ``installed`` ones; "" when none differs in text."""
+    import difflib
+
+    out = []
+    for piece in pieces:
+        old_file, old = source_segment(verified, piece, default_file)
+        new_file, new = source_segment(installed, piece, default_file)
+        out.append("".join(difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), f"{release}/{old_file} ({piece})", f"installed/{new_file} ({piece})",
+        )))
     return "".join(out)

@@ -127,6 +127,10 @@ def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(t
     assert "mxfp8-quantize-fullgraph: drifted" in lines[0] and "parameter 'scale_rounding' added" in lines[0]
     assert "nothing written" in lines[0] and "--skip mxfp8-quantize-fullgraph" in lines[0]
     assert snapshot(site) == before and not (site / ".fp4patch").exists()
+    assert "--show-changes" in lines[0]
+    shown = run_cli("verify", "--site-packages", str(site), "--show-changes")
+    assert "--- 0.7.4/flashinfer/quantization/fp8_quantization.py (mxfp8_quantize)" in shown.stderr
+    assert '+    scale_rounding: str = "nearest",' in shown.stderr and shown.returncode == 1
     # left out by name: the rest applies, and the changed function is never patched with the old schema
     done = run_cli("apply", "--site-packages", str(site), "--skip", "mxfp8-quantize-fullgraph")
     assert done.returncode == 0, done.stderr
@@ -207,3 +211,27 @@ def test_a_partly_covered_known_release_applies_what_holds(tmp_path: Path, tmp_p
     assert strict.returncode == 1 and "unsupported: cutlass-fused-moe-fullgraph" in strict.stdout
     run_cli("revert", "--site-packages", str(site), check=True)
     assert snapshot(site) == before
+
+
+def test_verify_against_a_relabelled_wheel_reports_the_evidence_before_the_upgrade(tmp_path: Path) -> None:
+    """``verify --wheel`` of the next release (0.7.4's Python sources relabelled 0.7.5): ok, each spec
+    as verified on 0.7.4 — the same answers ``apply`` gives after the upgrade."""
+    import zipfile
+
+    from fp4patch.releases import fetch
+
+    wheel = tmp_path / "flashinfer_python-0.7.5-py3-none-any.whl"
+    with zipfile.ZipFile(fetch("flashinfer-python", "0.7.4")) as old, zipfile.ZipFile(wheel, "w") as new:
+        for name in old.namelist():
+            if name.endswith(".py") or ".dist-info/" in name:
+                data = old.read(name)
+                if name.endswith("dist-info/METADATA"):
+                    data = data.replace(b"\nVersion: 0.7.4\n", b"\nVersion: 0.7.5\n")
+                new.writestr(name.replace("flashinfer_python-0.7.4.dist-info", "flashinfer_python-0.7.5.dist-info"), data)
+    done = run_cli("verify", "--wheel", str(wheel), "--json")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["version"] == "0.7.5" and payload["catalog"]["where"] == "newer" and payload["ok"]
+    bases = {r["id"]: r["basis"]["description"] for r in payload["specs"] if r["id"] in DEFAULT_PATCHING}
+    assert set(bases.values()) == {"as verified on 0.7.4, same code"}, bases
+    assert {r["id"] for r in payload["after_apply"] if r["state"] == "applied"} >= DEFAULT_PATCHING
