@@ -354,23 +354,21 @@ def editable_install(dist: metadata.Distribution) -> tuple[str, str] | None:
                 target = link.read_text(encoding="utf-8").splitlines()[0].strip()
             except (OSError, IndexError):
                 continue
-            return "a development (setup.py develop, egg-link)", target
-        return "an installation with its files elsewhere (an editable or develop install?)", f"not {base / package}"
+            if (Path(target) / package).is_dir():
+                return "a development (setup.py develop, egg-link)", target
     return None
 
 
 def _top_level(dist: metadata.Distribution) -> tuple[str, ...]:
-    """The top-level import packages of ``dist``: ``top_level.txt``, else the first path parts of
-    RECORD's Python files, else the distribution's known package (``flashinfer``)."""
+    """The import package fp4patch patches of ``dist`` (``flashinfer`` for flashinfer-python), else
+    those ``top_level.txt`` names."""
     from packaging.utils import canonicalize_name
 
+    known = _DEFAULT_PACKAGES.get(canonicalize_name(dist.metadata["Name"] or ""))
+    if known:
+        return known
     try:
         text = dist.read_text("top_level.txt")
     except OSError:
         text = None
-    if text and text.split():
-        return tuple(text.split())
-    parts = sorted({str(f).split("/")[0] for f in (dist.files or []) if str(f).endswith(".py") and "/" in str(f) and not str(f).startswith("__editable__")})
-    if parts:
-        return tuple(p for p in parts if not p.endswith((".dist-info", ".data")))
-    return _DEFAULT_PACKAGES.get(canonicalize_name(dist.metadata["Name"] or ""), ())
+    return tuple(text.split()) if text else ()

@@ -538,7 +538,7 @@ def test_editable_install_is_refused(site_060: Path) -> None:
         done = run_cli(command, *sp(site_060))
         assert done.returncode == 2, done.stderr
         line = one_line_error(done.stderr)
-        assert "flashinfer-python is an editable install from file:///src/flashinfer" in line
+        assert "flashinfer-python is an editable install: its files are in file:///src/flashinfer" in line
     assert snapshot(site_060) == files
 
 
