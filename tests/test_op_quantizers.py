@@ -4,7 +4,7 @@ Op sources: ``patches/flashinfer-python/ops/<function>.py`` for ``nvfp4_batched_
 ``scaled_fp4_grouped_quantize``, ``silu_and_mul_scaled_nvfp4_experts_quantize``, ``mxfp8_quantize``,
 ``mxfp8_grouped_quantize`` (0.6.14+) and ``silu_and_mul_mxfp8_experts_quantize`` (0.7.4+).
 
-1. Oracle (:mod:`tests.kernel_oracle`): in a child interpreter importing a real FlashInfer release, each
+1. Oracle (:mod:`fp4patch.oracle`): in a child interpreter importing a real FlashInfer release, each
    public wrapper runs eagerly under ``FakeTensorMode`` on fake CUDA tensors with only the kernel launch
    replaced (the JIT module, the cuTile / Cake launchers); ``entry`` of the op source runs into its ``fake``
    on the same arguments. Per case: equal (shape, stride, dtype) of every output, or the same exception class
@@ -37,7 +37,6 @@ pytestmark = [
 ]
 
 OPS_DIR = REPO / "patches" / "flashinfer-python" / "ops"
-TESTS_DIR = Path(__file__).resolve().parent
 MARK = "FP4PATCH-ORACLE-RESULT "
 VERSIONS = ["0.6.0", "0.6.7", "0.6.14", "0.7.0", "0.7.1", "0.7.4"]
 QUANTIZERS = [
@@ -163,9 +162,10 @@ def cases_for(function: str, version: str) -> list[dict]:
 ORACLE_CHILD = r"""
 import importlib.util, inspect, json, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
+sys.path.insert(0, P["repo"])
 import torch
-import kernel_oracle as ko
+from fp4patch import oracle as ko
+from tests.oracle_helpers import load_op_source
 
 warnings.simplefilter("ignore")
 results = []
@@ -206,7 +206,7 @@ with ko.device_stubs():
 
             args = [build(a) for a in case["args"]]
             kwargs = {k: build(v) for k, v in case["kwargs"].items()}
-            src = ko.load_op_source("%s/%s.py" % (P["ops_dir"], case["fn"]), vars(mod), P["release"][case["fn"]])
+            src = load_op_source("%s/%s.py" % (P["ops_dir"], case["fn"]), vars(mod), P["release"][case["fn"]])
             src.globals["OP"] = src.fake
             bound = inspect.signature(fn).bind(*args, **kwargs)
             bound.apply_defaults()
@@ -235,7 +235,7 @@ def test_fake_matches_the_wrappers_own_allocation(version: str, tmp_path_factory
         site,
         ORACLE_CHILD,
         {
-            "tests_dir": str(TESTS_DIR),
+            "repo": str(REPO),
             "ops_dir": str(OPS_DIR),
             "cases": cases,
             "release": {f: release_data(f, version) for f in functions},
@@ -263,9 +263,10 @@ def test_fake_matches_the_wrappers_own_allocation(version: str, tmp_path_factory
 SYMBOLIC_CHILD = r"""
 import json, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
+sys.path.insert(0, P["repo"])
 import torch
-import kernel_oracle as ko
+from fp4patch import oracle as ko
+from tests.oracle_helpers import load_op_source
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, statically_known_true
 from torch._dynamo.source import ConstantSource
 
@@ -295,7 +296,7 @@ for unbacked in (False, True):
                 m = sym(env, 129, unbacked, 0)
                 k = sym(env, 256, unbacked, 1)
                 torch._check(k % 128 == 0) if unbacked else None
-                src = ko.load_op_source("%s/%s.py" % (P["ops_dir"], build["fn"]), {"_UNSET": object()}, build.get("release"))
+                src = load_op_source("%s/%s.py" % (P["ops_dir"], build["fn"]), {"_UNSET": object()}, build.get("release"))
                 args = []
                 for a in build["args"]:
                     if isinstance(a, dict):
@@ -330,7 +331,7 @@ def test_fakes_take_backed_and_unbacked_sizes_without_guards() -> None:
     """Each fake under a ShapeEnv with M, K backed (hint 129, 256) and unbacked (``torch._check`` bounds only)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "TORCH_LOGS"))}
     done = run_python(
-        ["-c", SYMBOLIC_CHILD, json.dumps({"tests_dir": str(TESTS_DIR), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})], env=env, timeout=600
+        ["-c", SYMBOLIC_CHILD, json.dumps({"repo": str(REPO), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})], env=env, timeout=600
     )
     lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
@@ -381,10 +382,10 @@ NON_DEFAULT = {
 TRACE_CHILD = r"""
 import inspect, json, re, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
+sys.path.insert(0, P["repo"])
 import torch
 import torch._dynamo
-import kernel_oracle as ko
+from fp4patch import oracle as ko
 
 warnings.simplefilter("ignore")
 out = {"trace": {}, "eager": {}, "forward": {}}
@@ -530,7 +531,7 @@ def test_patched_call_is_one_graph_with_one_op_node(version: str, tmp_path_facto
 
     pristine = release_site(version, tmp_path_factory, bytecode=True)
     skip = [c for c, first in CALL_FIRST.items() if _v(version) < _v(first)]
-    params = {"tests_dir": str(TESTS_DIR), "calls": TRACE_CALLS, "non_default": NON_DEFAULT, "skip": skip}
+    params = {"repo": str(REPO), "calls": TRACE_CALLS, "non_default": NON_DEFAULT, "skip": skip}
     before = _child(pristine, TRACE_CHILD, {**params, "patched": False})
     # the default specs; on 0.5.x the MoE and mm_fp4 specs are declared unsupported, and `apply`
     # without --spec refuses a default set holding one: there, the default specs that apply
