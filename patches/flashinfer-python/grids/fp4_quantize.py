@@ -20,7 +20,7 @@ Two paths, each allocating its outputs in Python before the kernel launch:
   of ``sf_vec_size`` or of 64, no or a 4-element global scale, the TMA kernel's sizes (floor(log2 M) +
   floor(log2 K) >= 25), each under the ``FLASHINFER_NVFP4_QUANTIZE_USE_TMA`` / ``FLASHINFER_NVFP4_4OVER6``
   environment that picks the NVFP4 kernel and on an SM100 and an SM107 device (its own TMA crossover and
-  128x4 tile kernel, 0.7.1+). Ported from the suite's ``tests/cute_dsl_real_path.py`` grid.
+  128x4 tile kernel, 0.7.1+).
 
 Every case sets both ``FLASHINFER_NVFP4_*`` variables (unset unless the case names them), so the caller's
 environment does not choose the kernel. A backend this grid does not know is ``unchecked``.
