@@ -158,6 +158,27 @@ def _release_dict(node: ast.stmt) -> dict[str, Any]:
     return value
 
 
+def release_data(target: CustomOpTarget) -> dict[str, Any]:
+    """The ``RELEASE`` dict the block rendered for ``target`` holds: the op source's own ``RELEASE``
+    (its defaults) updated by the target's ``[target.operation.release]`` (``target.release``).
+
+    What a fake reads as ``RELEASE[...]`` for that release, and what a case grid is given (see
+    ``docs/spec-format.md``, case grids). ``{}`` when the source defines no ``RELEASE``.
+
+    Raises:
+        OpSourceError: the source does not parse, or its ``RELEASE`` is not a dict literal of constants.
+    """
+    try:
+        tree = _parse_source(target.source)
+    except SyntaxError as exc:
+        raise OpSourceError(f"line {exc.lineno}: does not parse: {exc.msg}") from None
+    own: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "RELEASE":
+            own = _release_dict(node)
+    return {**own, **target.release}
+
+
 @functools.lru_cache(maxsize=256)
 def _parse_source(source: str) -> ast.Module:
     """``ast.parse(source)``, once per text and process: a spec's targets share their op source, and
@@ -974,7 +995,7 @@ def _assigns(statement, name: str) -> bool:
 def _release_statement(statement, target: CustomOpTarget):
     import libcst as cst
 
-    merged = {**_release_dict(ast.parse(cst.Module(body=[statement]).code).body[0]), **target.release}
+    merged = release_data(target)
     entries = "".join(f"    {key!r}: {value!r},\n" for key, value in merged.items())
     return cst.parse_statement(f"RELEASE = {{\n{entries}}}\n" if merged else "RELEASE = {}\n")
 

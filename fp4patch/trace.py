@@ -8,6 +8,8 @@ fp4patch:
   first line of a Dynamo error, verbatim);
 * ``scan_probe.py`` for ``fp4patch scan`` and the patched functions of ``verify --trace`` (CPU): each
   result is described in ``scan_probe.py``;
+* ``fake_check_probe.py`` for :mod:`fp4patch.fake_check` (CPU): each op's fake against the wrapper's own
+  allocation over the op's case grid, described in ``fake_check_probe.py``;
 * ``opcheck_probe.py`` for ``verify --opcheck`` (needs a CUDA GPU): each result is a dict with
   ``function``, ``op``, ``case``, ``status`` (``passed``/``failed``/``skipped``), ``detail`` and the
   ``real`` and ``fake`` output metadata (``[shape, stride, dtype]`` per output).

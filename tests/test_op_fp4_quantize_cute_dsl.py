@@ -6,12 +6,14 @@ out differently from the CUDA kernel path (2-D row-major x_q for any input, no t
 kernel whose 8x4 scales pad to 16 rows until 0.7.0.post1), so the op's fake mirrors them from release
 data. Checked here:
 
-* the fake against the real path's own allocations, with only the kernel launch replaced
-  (``tests/cute_dsl_real_path.py``), on the first release of every CuTe-DSL era from 0.6.8 to 0.7.4:
-  NVFP4 / MXFP4 and the rejected recipes, three scale-factor layouts, 2-D, column-major and 3-D
-  input, M = 0 / 1 / 8 / 127 / 129 and the TMA sizes, four dtypes, the ``FLASHINFER_NVFP4_*``
-  environment and an SM100 / SM107 device: same (shape, stride, dtype), or the same exception class
-  and message;
+* the fake against the real path's own allocations, with only the kernel launch replaced, over the
+  product's grid (``patches/flashinfer-python/grids/fp4_quantize.py``, whose ``stubs`` make the CuTe-DSL
+  drivers run on CPU; run by ``fp4patch/fake_check_probe.py``'s ``run_function`` into the op block fp4patch
+  renders for the release), on the first release of every CuTe-DSL era from 0.6.8 to 0.7.4 (and, for the
+  CUDA path alone, 0.5.0 and 0.6.7): NVFP4 / MXFP4 and the rejected recipes, three scale-factor layouts,
+  2-D, column-major and 3-D input, M = 0 / 1 / 8 / 127 / 129 and the TMA sizes, four dtypes, the
+  ``FLASHINFER_NVFP4_*`` environment and an SM100 / SM107 device: same (shape, stride, dtype), or the
+  same exception class and message;
 * unbacked M (and K): the TMA choice stays integer arithmetic, the scale rows a function of M;
 * a compiled call with symbolic M (``dynamic=True``, ``mark_dynamic``, ``mark_unbacked``) is one graph;
 * after ``fp4patch apply``, ``fp4_quantize(x, gs, backend="cute-dsl")`` compiles with ``fullgraph=True``
@@ -20,11 +22,15 @@ data. Checked here:
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 
 import pytest
 
+from fp4patch.custom_op import release_data
+
+from . import op_grids
 from .conftest import REPO, applied_site, release_params, release_site
 from .test_op_fp4_quantize import TARGETS, _entry_and_op
 from .test_trace_fullgraph import MARK, OP, _child
@@ -37,12 +43,8 @@ pytestmark = [
 
 def _release(target) -> dict:
     """The op source's RELEASE dict as rendered for ``target`` (defaults merged with the target's data)."""
-    import ast
-
     (kwargs,) = [kwargs for kind, kwargs in target.operation_specs if kind == "custom-op"]
-    tree = ast.parse(kwargs["target"].source)
-    (node,) = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASE"]
-    return {**ast.literal_eval(node.value), **kwargs["target"].release}
+    return release_data(kwargs["target"])
 
 
 CUTE_TARGETS = [t for t in TARGETS if "cute-dsl" in _release(t)["backends"]]
@@ -61,30 +63,65 @@ def _params(target) -> tuple:
 
 
 # --------------------------------------------------------------------------- #
-# The fake against the real CuTe-DSL path
+# The fake against the real path, over the product's grid (patches/flashinfer-python/grids/fp4_quantize.py)
 # --------------------------------------------------------------------------- #
 _REAL_PATH_CHILD = f"""
-import json, sys
+import collections, importlib, importlib.util, json, sys, warnings
 params = json.loads(sys.argv[1])
 sys.path.insert(0, params["repo"])
-from tests.cute_dsl_real_path import run
-print({MARK!r} + json.dumps(run(params)))
+import torch
+from fp4patch import oracle
+from tests.oracle_helpers import rendered_entry
+
+spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", params["probe"])
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+warnings.simplefilter("ignore")  # FlashInfer's FutureWarning for the FLASHINFER_NVFP4_4OVER6 shim
+recorder = oracle.KernelRecorder()
+with oracle.device_stubs():
+    import flashinfer
+
+    # the op block fp4patch renders for this release, run in the real module (its wrapper left as it is)
+    module = importlib.import_module(params["module"])
+    entry = rendered_entry(params["block"], params["op_name"], module, "fp4_quantize")
+    with oracle.jit_modules_replaced(recorder):
+        summary, records = probe.run_function(oracle, flashinfer, torch, recorder, params["request"], fake=entry)
+print({MARK!r} + json.dumps(dict(version=flashinfer.__version__, error=summary["error"], records=records)))
 """
+# The first release of each era of fp4_quantize's fake: the CUDA path's sf reshape (0.5.0, 0.6.7), then every
+# era of the CuTe-DSL path (flashinfer/quantization/kernels/, fp4_quantization.py); 0.6.0 is test_fake_check's
+REAL_PATH_VERSIONS = ["0.5.0", "0.6.7", *ERAS]
 
 
-@pytest.mark.parametrize("version", release_params(ERAS, core=("0.6.8", "0.7.4")))
-def test_fake_equals_the_cute_dsl_path(version: str, tmp_path_factory) -> None:
+@pytest.mark.parametrize("version", release_params(REAL_PATH_VERSIONS, core=("0.6.8", "0.7.4")))
+def test_fake_equals_the_real_path(version: str, tmp_path_factory) -> None:
     site = release_site(version, tmp_path_factory, sources_only=True)
-    result = _child(site, _REAL_PATH_CHILD, {"repo": str(REPO)})
-    assert result["version"] == version
-    assert result["mismatch_count"] == 0, json.dumps(result["mismatches"], indent=1)[:6000]
-    counts = result["counts"]
+    target = op_grids.target("fp4_quantize", version)
+    (rendered,) = target.custom_ops
+    (block,) = [op.code for op in target.operations if op.kind == "append-to-module"]
+    params = {"repo": str(REPO), "probe": str(op_grids.PROBE), "module": target.file[: -len(".py")].replace("/", "."), "block": block,
+              "op_name": rendered.op_name, "request": op_grids.as_json(op_grids.request("fp4_quantize", version))}
+    result = _child(site, _REAL_PATH_CHILD, params)
+    assert result["version"] == version and not result["error"], result["error"]
+    records = result["records"]
+    assert [r["name"] for r in records] == [c["name"] for c in op_grids.cases("fp4_quantize", version)]
+    mismatches = [r for r in records if r["status"] != "passed"]
+    assert not mismatches, f"{len(mismatches)} of {len(records)}:\n" + json.dumps(mismatches[:20], indent=1)[:6000]
+    counts, kernels = collections.Counter(), collections.Counter()
+    for r in records:
+        path = "cute-dsl" if r["name"].startswith("cute-dsl") else "cuda"
+        counts[path, "ok" if "ok" in (r["real"] or {}) else "error " + (r["real"] or {"error": ["-"]})["error"][0]] += 1
+        kernels.update(r["kernels"])
+    # the CUDA path reaches its kernel entry for the layouts, and the wrapper's refusals
+    assert counts["cuda", "ok"] > 20 and kernels["fp4_quantize"] > 20, (counts, kernels)
+    if "cute-dsl" not in _release(target)["backends"]:
+        assert not counts.keys() & {("cute-dsl", "ok")}, counts
+        return
     # the grid reaches outputs and each kind of refusal: dtype / K assertions, the recipe ValueErrors
-    assert counts["ok"] > 1000 and counts["error AssertionError"] > 0 and counts["error ValueError"] > 0, counts
-    kernels = result["kernels"]
-    assert kernels.get("_get_compiled_kernel_nvfp4", 0) > 0 and kernels.get("_get_compiled_kernel_mxfp4", 0) > 0, kernels
+    assert counts["cute-dsl", "ok"] > 1000 and counts["cute-dsl", "error AssertionError"] > 0 and counts["cute-dsl", "error ValueError"] > 0, counts
+    assert kernels["_get_compiled_kernel_nvfp4"] > 0 and kernels["_get_compiled_kernel_mxfp4"] > 0, kernels
     # the TMA kernel ran for some sizes (by M, K, dtype until 0.6.15.post1; by the environment or SM107 after)
-    assert kernels.get("_get_compiled_kernel_nvfp4_tma", 0) > 0, kernels
+    assert kernels["_get_compiled_kernel_nvfp4_tma"] > 0, kernels
 
 
 # --------------------------------------------------------------------------- #

@@ -16,8 +16,10 @@ routing logits, with and without a caller ``output=``, the 0.7.x ``(ids, weights
   depends on the tile the autotuner picks, so the fake gives a new unbacked size there;
 * runs the fake with a backed-symbolic and an unbacked token count under a ``ShapeEnv``.
 
-The small op-source loader and case builders live in the child module (the shared
-``kernel_oracle`` harness was not available on this branch); they are generic enough to move there.
+The small op-source loader and case builders live in the child module, written before the kernel
+oracle (``fp4patch/oracle.py``) and the case grids (``patches/flashinfer-python/grids/``) existed; they
+are generic enough to move there (a grid's ``stubs`` can give the trtllm kernel's returned outputs through
+``recorder.returns``).
 """
 
 from __future__ import annotations

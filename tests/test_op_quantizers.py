@@ -4,12 +4,16 @@ Op sources: ``patches/flashinfer-python/ops/<function>.py`` for ``nvfp4_batched_
 ``scaled_fp4_grouped_quantize``, ``silu_and_mul_scaled_nvfp4_experts_quantize``, ``mxfp8_quantize``,
 ``mxfp8_grouped_quantize`` (0.6.14+) and ``silu_and_mul_mxfp8_experts_quantize`` (0.7.4+).
 
-1. Oracle (:mod:`tests.kernel_oracle`): in a child interpreter importing a real FlashInfer release, each
-   public wrapper runs eagerly under ``FakeTensorMode`` on fake CUDA tensors with only the kernel launch
-   replaced (the JIT module, the cuTile / Cake launchers); ``entry`` of the op source runs into its ``fake``
-   on the same arguments. Per case: equal (shape, stride, dtype) of every output, or the same exception class
-   and message. Cases the wrapper lets through but the kernel rejects (its C++ checks do not run in the
-   oracle) are listed with the kernel's message, which the fake must raise.
+1. Oracle (:mod:`fp4patch.oracle`, the product's): in a child interpreter importing a real FlashInfer
+   release, each public wrapper runs eagerly under ``FakeTensorMode`` on fake CUDA tensors with only the
+   kernel launch replaced (the JIT module, the cuTile / Cake launchers of the grid's ``stubs``); ``entry`` of
+   the op source runs into its ``fake`` on the same arguments. The cases are the product's grids
+   (``patches/flashinfer-python/grids/<function>.py``, given each spec target's params and release data,
+   run by ``fp4patch/fake_check_probe.py``'s ``run_function``), the ones ``fp4patch`` checks an unknown
+   release with. Per case: equal (shape, stride, dtype) of every output, or the same exception class
+   and message, and the kernel launch reached. Cases the wrapper lets through but the kernel rejects (its
+   C++ checks do not run in the oracle) are listed with the kernel's message, which the fake must raise;
+   calls the fake refuses under compile (``backend="cute-dsl"``, ``batch_invariant``) must raise that refusal.
 2. Symbolic sizes: each fake under a ``ShapeEnv`` with backed and unbacked sizes (``torch._check`` style
    conditions only, so no ``GuardOnDataDependentSymNode``), giving outputs whose sizes are the layout formula.
 
@@ -28,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from . import op_grids
 from .conftest import REPO, release_params, release_site
 from .python_forkserver import child_json, run_python
 
@@ -37,7 +42,7 @@ pytestmark = [
 ]
 
 OPS_DIR = REPO / "patches" / "flashinfer-python" / "ops"
-TESTS_DIR = Path(__file__).resolve().parent
+GRIDS_DIR = REPO / "patches" / "flashinfer-python" / "grids"
 MARK = "FP4PATCH-ORACLE-RESULT "
 VERSIONS = ["0.6.0", "0.6.7", "0.6.14", "0.7.0", "0.7.1", "0.7.4"]
 QUANTIZERS = [
@@ -58,162 +63,43 @@ def _v(version: str) -> tuple:
     return Version(version)
 
 
-def release_data(function: str, version: str) -> dict:
-    """The op source's RELEASE overrides for ``version`` (what the spec's targets say)."""
-    if function == "mxfp8_quantize":
-        if _v(version) < _v("0.6.7"):
-            return {"backends": []}
-        if _v(version) < _v("0.7.4"):
-            return {"backends": ["cuda", "cute-dsl"]}
-    if function == "mxfp8_grouped_quantize":
-        if _v(version) < _v("0.7.0"):
-            return {"backends": []}
-        if _v(version) < _v("0.7.4"):
-            return {"backends": ["cutile", "cake"]}
-    return {}
-
-
-# --------------------------------------------------------------------------- #
-# Case grids. A tensor is {"t": shape, "dtype": name} (+ "T": transpose the last two dims, giving a
-# column-major view); {"enum": "SfLayout.layout_8x4"} is resolved in the wrapper's module.
-# "kernel": the message of the kernel check that rejects a case the wrapper lets through.
-# --------------------------------------------------------------------------- #
 def T(*shape, dtype="bfloat16", transposed=False):
+    """A fake CUDA tensor as the grids write it: {"t": shape, "dtype": name} (+ "T": a column-major view)."""
     t = {"t": list(shape), "dtype": dtype}
     if transposed:
         t["T"] = True
     return t
 
 
-MS = [0, 1, 8, 127, 129]
-
-
-def cases_for(function: str, version: str) -> list[dict]:
-    out: list[dict] = []
-
-    def add(name, args, kwargs=None, kernel=None):
-        out.append({"fn": function, "name": f"{function}: {name}", "args": args, "kwargs": kwargs or {}, "kernel": kernel})
-
-    gs1 = T(1, dtype="float32")
-    if function == "nvfp4_batched_quantize":
-        for m in MS:
-            add(f"B=3 M={m} K=128 bf16", [T(3, m, 128), gs1])
-        add("B=2 M=8 K=7168 fp16", [T(2, 8, 7168, dtype="float16"), gs1])
-        add("B=2 M=8 K=64 e4m3 input", [T(2, 8, 64, dtype="float8_e4m3fn"), gs1])
-        add("2-D input", [T(8, 64), gs1])
-        add("sf_vec_size=32", [T(2, 8, 64), gs1], {"sf_vec_size": 32}, kernel="sfVecSize can only be 16")
-        add("K=40", [T(2, 8, 40), gs1], kernel="fp4_batched_quantize: K=40 is not a multiple of sf_vec_size=16")
-        add("non-contiguous input", [T(2, 64, 8, transposed=True), gs1], kernel="self must be contiguous")
-        if _v(version) >= _v("0.7.1"):
-            add("nvfp4_4over6=None", [T(2, 8, 64), gs1], {"nvfp4_4over6": None})
-    elif function in ("scaled_fp4_grouped_quantize", "silu_and_mul_scaled_nvfp4_experts_quantize"):
-        silu = function.startswith("silu")
-        f = 2 if silu else 1
-        mask, gs = T(4, dtype="int32"), T(4, dtype="float32")
-        for m in MS:
-            add(f"L=4 M={m} K=128 bf16", [T(4, m, 128 * f), mask, gs])
-        add("L=2 M=8 K=7168 fp16", [T(2, 8, 7168 * f, dtype="float16"), T(2, dtype="int32"), T(2, dtype="float32")])
-        add("K=40 (not a multiple of 16)", [T(4, 8, 40 * f), mask, gs])
-        add("non-contiguous input", [T(4, 128 * f, 8, transposed=True), mask, gs])
-        add("[1] global scale for 4 groups", [T(4, 8, 128 * f), mask, gs1], kernel="Check failed: mask.shape()[0] == n_experts (4 vs. 1)")
-        if silu:
-            add("odd 2K", [T(4, 8, 65), mask, gs], kernel="k must be a multiple of 2")
-        if _v(version) >= _v("0.7.1"):
-            add("nvfp4_4over6=None", [T(4, 8, 128 * f), mask, gs], {"nvfp4_4over6": None})
-    elif function == "mxfp8_quantize":
-        for m in [1, 8, 127, 129]:
-            add(f"M={m} K=64 bf16", [T(m, 64)])
-            add(f"M={m} K=64 linear", [T(m, 64)], {"is_sf_swizzled_layout": False})
-        add("M=0 K=64", [T(0, 64)])
-        add("3-D [2, 8, 7168] fp16", [T(2, 8, 7168, dtype="float16")])
-        add("alignment=128 K=96", [T(8, 96)], {"alignment": 128})
-        add("K=48", [T(8, 48)])
-        add("alignment=48", [T(8, 64)], {"alignment": 48}, kernel="alignment must be divisible by SF_VEC_SIZE = 32")
-        add("column-major input", [T(64, 8, transposed=True)], kernel="input must be contiguous")
-        if _v(version) >= _v("0.6.7"):
-            for layout in ("layout_128x4", "layout_8x4", "layout_linear"):
-                add(f"M=129 K=64 {layout}", [T(129, 64)], {"sf_swizzle_layout": {"enum": f"SfLayout.{layout}"}})
-            add("backend=cuda", [T(8, 64)], {"backend": "cuda"})
-            add("backend=bogus", [T(8, 64)], {"backend": "bogus"})
-    elif function in ("mxfp8_grouped_quantize", "silu_and_mul_mxfp8_experts_quantize"):
-        silu = function.startswith("silu")
-        f = 2 if silu else 1
-        mask = T(4, dtype="int32")
-        backends = [None]
-        if not silu and _v(version) >= _v("0.7.0"):
-            backends = ["cutile", "cake"] + (["cuda"] if _v(version) >= _v("0.7.4") else [])
-        for backend in backends:
-            kw = {} if backend is None else {"backend": backend}
-            for m in MS:
-                add(f"{backend or ''} B=4 M={m} K=128", [T(4, m, 128 * f), mask], kw)
-            add(f"{backend or ''} B=2 M=8 K=7168 fp16", [T(2, 8, 7168 * f, dtype="float16"), T(2, dtype="int32")], kw)
-            add(f"{backend or ''} K=96 (padded to 256)", [T(4, 8, 96 * f), mask], kw)
-        add("K=48", [T(4, 8, 48 * f), mask])
-        add("fp32 input", [T(4, 8, 64 * f, dtype="float32"), mask])
-        add("2-D input", [T(8, 64 * f), mask])
-        add("mask of 3 for 4 groups", [T(4, 8, 64 * f), T(3, dtype="int32")])
-        add("int64 mask", [T(4, 8, 64 * f), T(4, dtype="int64")])
-        if silu:
-            add("non-contiguous input", [T(4, 128, 8, transposed=True), mask])
-        if not silu and _v(version) >= _v("0.7.0"):
-            add("backend=bogus", [T(4, 8, 64), mask], {"backend": "bogus"})
-    return out
-
-
+# --------------------------------------------------------------------------- #
+# The fakes against the wrappers' own allocation, over the product's case grids
+# (patches/flashinfer-python/grids/<function>.py, with each spec target's params and release data)
+# --------------------------------------------------------------------------- #
 ORACLE_CHILD = r"""
 import importlib.util, inspect, json, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
+sys.path.insert(0, P["repo"])
 import torch
-import kernel_oracle as ko
+from fp4patch import oracle as ko
+from tests.oracle_helpers import load_op_source
 
+spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
 warnings.simplefilter("ignore")
-results = []
+results = {}
 with ko.device_stubs():
     import flashinfer
 
-    rec = ko.KernelRecorder()
-    fp8 = "flashinfer.quantization.fp8_quantization"
-    launchers = {}
-    injected = {}
-    if hasattr(flashinfer, "mxfp8_grouped_quantize"):
-        # kernel launchers that are Python functions, not a JIT module's attribute
-        injected[fp8.rsplit(".", 1)[0] + ".kernels.cutile.mxfp8_grouped_quantize_cutile"] = {
-            "mxfp8_grouped_quantize_cutile": rec.mxfp8_grouped_quantize_cutile}
-        launchers[fp8 + ":is_cuda_tile_available"] = lambda: True
-        if hasattr(sys.modules[fp8], "cake_grouped_mxfp8_quantize_launch"):  # 0.7.4
-            launchers[fp8 + ":is_cake_grouped_mxfp8_quantize_available"] = lambda *a: True
-            launchers[fp8 + ":cake_grouped_mxfp8_quantize_launch"] = rec.cake_grouped_mxfp8_quantize_launch
-        elif hasattr(flashinfer.jit, "cake_grouped_mxfp8_quantize") or importlib.util.find_spec(
-                "flashinfer.jit.cake_grouped_mxfp8_quantize"):  # 0.7.0 - 0.7.2.post1: a loaded module's run()
-            cake = "flashinfer.jit.cake_grouped_mxfp8_quantize"
-            launchers[cake + ":is_cake_grouped_mxfp8_quantize_available"] = lambda *a: True
-            launchers[cake + ":get_cake_grouped_mxfp8_quantize_module"] = lambda *a: rec
-    with ko.jit_modules_replaced(rec), ko.modules_injected(injected), ko.replaced(launchers), ko.fake_mode(), \
-            ko.fake_cuda_indexing():
-        for case in P["cases"]:
-            fn = getattr(flashinfer, case["fn"])
-            mod = sys.modules[fn.__module__]
-
-            def build(v):
-                if isinstance(v, dict) and "t" in v:
-                    t = ko.cuda_tensor(tuple(v["t"]), getattr(torch, v["dtype"]))
-                    return t.transpose(-2, -1) if v.get("T") else t
-                if isinstance(v, dict) and "enum" in v:
-                    cls, member = v["enum"].split(".")
-                    return getattr(getattr(mod, cls), member)
-                return v
-
-            args = [build(a) for a in case["args"]]
-            kwargs = {k: build(v) for k, v in case["kwargs"].items()}
-            src = ko.load_op_source("%s/%s.py" % (P["ops_dir"], case["fn"]), vars(mod), P["release"][case["fn"]])
+    rec = ko.KernelRecorder()  # one for all: the get_*_module loaders are functools.cache'd
+    with ko.jit_modules_replaced(rec):
+        for item in P["functions"]:
+            mod = sys.modules[inspect.unwrap(getattr(flashinfer, item["function"])).__module__]
+            # the op source as the renderer places it, its entry calling its fake directly
+            src = load_op_source("%s/%s.py" % (P["ops_dir"], item["function"]), vars(mod), item["release"])
             src.globals["OP"] = src.fake
-            bound = inspect.signature(fn).bind(*args, **kwargs)
-            bound.apply_defaults()
-            del rec.calls[:]
-            real = ko.outcome(fn, *args, **kwargs)
-            results.append({"name": case["name"], "real": real, "kernels": rec.names(),
-                            "fake": ko.outcome(src.entry, **bound.arguments)})
+            summary, records = probe.run_function(ko, flashinfer, torch, rec, item, fake=src.entry)
+            results[item["function"]] = {"error": summary["error"], "records": records}
 print(__MARK__ + json.dumps(results))
 """.replace("__MARK__", repr(MARK))
 
@@ -226,35 +112,47 @@ def present(version: str) -> list[str]:
     return [f for f in QUANTIZERS if f not in FIRST or _v(version) >= _v(FIRST[f])]
 
 
+def _case_failure(case: dict, r: dict) -> str:
+    """Why one grid case fails the oracle check ("" when it passes)."""
+    if case.get("unchecked"):
+        return f"unchecked on a release the suite knows: {case['unchecked']}"
+    if case.get("refused"):  # the fake alone runs: it must raise fp4patch's refusal
+        return "" if r["status"] == "passed" else f"not refused: {r['fake']}"
+    if case.get("kernel") is not None:
+        # the wrapper allocates and launches; the kernel (stubbed here) would refuse with this message
+        ok = "ok" in r["real"] and r["kernels"] and r["fake"].get("error", [None, None])[1] == case["kernel"]
+        return "" if ok else f"kernel case: real {r['real']} kernels={r['kernels']}, fake {r['fake']}"
+    if r["real"] != r["fake"]:
+        return f"real: {r['real']} kernels={r['kernels']}\n    fake: {r['fake']}"
+    empty = any(isinstance(a, dict) and 0 in a.get("t", ()) for a in case["args"])
+    if "ok" in r["real"] and not empty and not r["kernels"]:  # (0.7.4's MXFP8 experts entry skips the launch on empty input)
+        return "the oracle did not reach the (stubbed) kernel launch"
+    return ""
+
+
 @pytest.mark.parametrize("version", release_params(VERSIONS))
 def test_fake_matches_the_wrappers_own_allocation(version: str, tmp_path_factory) -> None:
     site = release_site(version, tmp_path_factory, sources_only=True)
     functions = present(version)
-    cases = [c for f in functions for c in cases_for(f, version)]
+    requests = [op_grids.request(f, version) for f in functions]
     results = _child(
         site,
         ORACLE_CHILD,
-        {
-            "tests_dir": str(TESTS_DIR),
-            "ops_dir": str(OPS_DIR),
-            "cases": cases,
-            "release": {f: release_data(f, version) for f in functions},
-        },
+        {"repo": str(REPO), "probe": str(op_grids.PROBE), "ops_dir": str(OPS_DIR), "functions": [op_grids.as_json(r) for r in requests]},
     )
-    assert [r["name"] for r in results] == [c["name"] for c in cases]
     failures = []
-    for case, r in zip(cases, results):
-        if case["kernel"] is not None:
-            # the wrapper allocates and launches; the kernel (stubbed here) would refuse with this message
-            ok = "ok" in r["real"] and r["kernels"] and r["fake"].get("error", [None, None])[1] == case["kernel"]
-        else:
-            ok = r["real"] == r["fake"]
-            empty = any(isinstance(a, dict) and 0 in a.get("t", ()) for a in case["args"])
-            if "ok" in r["real"] and not empty:  # (0.7.4's MXFP8 experts entry skips the launch on empty input)
-                ok = ok and bool(r["kernels"])  # the oracle did reach the (stubbed) kernel launch
-        if not ok:
-            failures.append(f"{case['name']}\n    real: {r['real']} kernels={r['kernels']}\n    fake: {r['fake']}")
-    assert not failures, f"{len(failures)} of {len(cases)} cases differ on {version}:\n" + "\n".join(failures)
+    total = 0
+    for function in functions:
+        cases = op_grids.cases(function, version)
+        result = results[function]
+        assert not result["error"], f"{function} on {version}: {result['error']}"
+        assert [r["name"] for r in result["records"]] == [c["name"] for c in cases]
+        total += len(cases)
+        for case, r in zip(cases, result["records"]):
+            why = _case_failure(case, r)
+            if why:
+                failures.append(f"{function}: {case['name']}\n    {why}")
+    assert not failures, f"{len(failures)} of {total} cases differ on {version}:\n" + "\n".join(failures)
 
 
 # --------------------------------------------------------------------------- #
@@ -263,9 +161,10 @@ def test_fake_matches_the_wrappers_own_allocation(version: str, tmp_path_factory
 SYMBOLIC_CHILD = r"""
 import json, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
+sys.path.insert(0, P["repo"])
 import torch
-import kernel_oracle as ko
+from fp4patch import oracle as ko
+from tests.oracle_helpers import load_op_source
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, statically_known_true
 from torch._dynamo.source import ConstantSource
 
@@ -295,7 +194,7 @@ for unbacked in (False, True):
                 m = sym(env, 129, unbacked, 0)
                 k = sym(env, 256, unbacked, 1)
                 torch._check(k % 128 == 0) if unbacked else None
-                src = ko.load_op_source("%s/%s.py" % (P["ops_dir"], build["fn"]), {"_UNSET": object()}, build.get("release"))
+                src = load_op_source("%s/%s.py" % (P["ops_dir"], build["fn"]), {"_UNSET": object()}, build.get("release"))
                 args = []
                 for a in build["args"]:
                     if isinstance(a, dict):
@@ -330,7 +229,7 @@ def test_fakes_take_backed_and_unbacked_sizes_without_guards() -> None:
     """Each fake under a ShapeEnv with M, K backed (hint 129, 256) and unbacked (``torch._check`` bounds only)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "TORCH_LOGS"))}
     done = run_python(
-        ["-c", SYMBOLIC_CHILD, json.dumps({"tests_dir": str(TESTS_DIR), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})], env=env, timeout=600
+        ["-c", SYMBOLIC_CHILD, json.dumps({"repo": str(REPO), "ops_dir": str(OPS_DIR), "cases": SYMBOLIC_CASES})], env=env, timeout=600
     )
     lines = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
@@ -379,12 +278,23 @@ NON_DEFAULT = {
 }
 
 TRACE_CHILD = r"""
-import inspect, json, re, sys, warnings
+import contextlib, importlib.util, inspect, json, re, sys, warnings
 P = json.loads(sys.argv[1])
-sys.path.insert(0, P["tests_dir"])
 import torch
 import torch._dynamo
-import kernel_oracle as ko
+from fp4patch import oracle as ko
+
+
+def grid_stubs(fn, rec, flashinfer):
+    # the stand-ins of fn's case grid (patches/flashinfer-python/grids/<fn>.py), when it has any
+    path = P["grids"].get(fn)
+    if path is None:
+        return contextlib.nullcontext()
+    spec = importlib.util.spec_from_file_location("_grid_" + fn, path)
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    return grid.stubs(ko, rec, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
+
 
 warnings.simplefilter("ignore")
 out = {"trace": {}, "eager": {}, "forward": {}}
@@ -448,13 +358,7 @@ with ko.device_stubs():
             real_entry = getattr(mod, "_fp4patch_%s_entry" % fn)
             setattr(mod, "_fp4patch_%s_entry" % fn, lambda **kw: entered.append(kw))
             launched = len(rec.calls)
-            injected = {"flashinfer.quantization.kernels.cutile.mxfp8_grouped_quantize_cutile":
-                        {"mxfp8_grouped_quantize_cutile": rec.mxfp8_grouped_quantize_cutile}}
-            launchers = {}
-            if fn == "mxfp8_grouped_quantize":
-                launchers[mod.__name__ + ":is_cuda_tile_available"] = lambda: True
-            with ko.jit_modules_replaced(rec), ko.modules_injected(injected), ko.replaced(launchers), ko.fake_mode(), \
-                    ko.fake_cuda_indexing():
+            with ko.jit_modules_replaced(rec), grid_stubs(fn, rec, flashinfer), ko.fake_mode(), ko.fake_cuda_indexing():
                 tensors = [build(a, mod) for a in args]
                 public(*tensors, **kwargs)
             setattr(mod, "_fp4patch_%s_entry" % fn, real_entry)
@@ -530,7 +434,8 @@ def test_patched_call_is_one_graph_with_one_op_node(version: str, tmp_path_facto
 
     pristine = release_site(version, tmp_path_factory, bytecode=True)
     skip = [c for c, first in CALL_FIRST.items() if _v(version) < _v(first)]
-    params = {"tests_dir": str(TESTS_DIR), "calls": TRACE_CALLS, "non_default": NON_DEFAULT, "skip": skip}
+    grids = {f: str(GRIDS_DIR / f"{f}.py") for f in QUANTIZERS}
+    params = {"calls": TRACE_CALLS, "non_default": NON_DEFAULT, "skip": skip, "grids": grids}
     before = _child(pristine, TRACE_CHILD, {**params, "patched": False})
     # the default specs; on 0.5.x the MoE and mm_fp4 specs are declared unsupported, and `apply`
     # without --spec refuses a default set holding one: there, the default specs that apply

@@ -11,18 +11,21 @@ every attribute is a no-op kernel launch that records its arguments. Nothing els
 so its own checks (asserts, ``ValueError``, tuple unpacking of shapes) still run; the kernel's C++ checks do
 not (they are the kernel's, see :attr:`KernelRecorder.calls` for what it would have received).
 
-That metadata is the oracle a custom op's fake is checked against (``tests/test_op_*.py``). The module is
-generic: it knows nothing about a particular FlashInfer function. It is imported by a child interpreter whose
-``sys.path`` holds a FlashInfer site-packages (FlashInfer and torch are imported lazily, never at import of
-this module), and it needs only torch (a CPU build) and FlashInfer's import-time dependencies.
+That metadata is the oracle a custom op's fake is checked against: by ``fp4patch/fake_check_probe.py``
+(the product's check of an op on a release it was not verified on, over the op's case grid
+``patches/<distribution>/grids/<function>.py``) and by the tests (``tests/test_op_*.py``). The module is
+generic: it knows nothing about a particular FlashInfer function. It is loaded by file path in a child
+interpreter whose ``sys.path`` holds a FlashInfer site-packages, where fp4patch need not be installed: it
+imports only the standard library at module level, and torch and FlashInfer lazily, inside its functions
+(never fp4patch). It needs only torch (a CPU build) and FlashInfer's import-time dependencies.
 
 Typical use (in the child)::
 
-    import kernel_oracle as ko
-    with ko.device_stubs(), ko.jit_modules_replaced() as kernels, ko.fake_mode() as mode:
-        x = ko.cuda_tensor((4, 8, 64), torch.bfloat16)
-        out = flashinfer.nvfp4_batched_quantize(x, ko.cuda_tensor((1,), torch.float32))
-        print(ko.metadata(out), kernels.calls)
+    oracle = <this file, loaded by path>
+    with oracle.device_stubs(), oracle.jit_modules_replaced() as kernels, oracle.fake_mode() as mode:
+        x = oracle.cuda_tensor((4, 8, 64), torch.bfloat16)
+        out = flashinfer.nvfp4_batched_quantize(x, oracle.cuda_tensor((1,), torch.float32))
+        print(oracle.metadata(out), kernels.calls)
 """
 
 from __future__ import annotations
@@ -117,6 +120,11 @@ def device_stubs(
     wrappers eagerly with them; but leave them out (``cuda_available=False``) around ``torch.compile``, whose
     own set-up then tries to initialise CUDA ("Torch not compiled with CUDA enabled"). FlashInfer reads the capability through these (``utils.get_compute_capability``,
     ``device_support_pdl``), before choosing which JIT module to load.
+
+    FlashInfer caches some of those answers (``functools.cache`` on ``flashinfer/utils.py``
+    ``get_compute_capability``, 0.7.4; ``flashinfer/cute_dsl/utils.py``'s device queries): the caches of
+    the functions defined in :data:`DEVICE_CACHE_MODULES` (those already imported) are cleared on entry and
+    on exit, so nested stubs of another ``capability`` (an SM107 case inside an SM100 run) are seen.
     """
     import torch
 
@@ -140,11 +148,28 @@ def device_stubs(
         for name, fn in stubs.items():
             setattr(torch.cuda, name, fn)
         torch.Tensor.cuda = cuda
+        _clear_device_caches()
         yield
     finally:
         for name, fn in saved.items():
             setattr(torch.cuda, name, fn)
         torch.Tensor.cuda = tensor_cuda
+        _clear_device_caches()
+
+
+#: Modules whose cached device queries :func:`device_stubs` clears (FlashInfer 0.6.x-0.7.x).
+DEVICE_CACHE_MODULES = ("flashinfer.utils", "flashinfer.cute_dsl.utils")
+
+
+def _clear_device_caches() -> None:
+    """``cache_clear()`` every cached function defined in an imported module of :data:`DEVICE_CACHE_MODULES`."""
+    import sys
+
+    for module_name in DEVICE_CACHE_MODULES:
+        module = sys.modules.get(module_name)
+        for value in list(vars(module).values()) if module is not None else ():
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == module_name:
+                value.cache_clear()
 
 
 @contextlib.contextmanager
@@ -189,10 +214,13 @@ def cuda_tensor(shape: tuple, dtype: Any, stride: tuple | None = None) -> Any:
     return torch.empty_strided(shape, stride, dtype=dtype, device="cuda")
 
 
-def metadata(out: Any) -> Any:
+def metadata(out: Any, inputs: dict[str, Any] | None = None) -> Any:
     """``[shape, stride, dtype]`` of each tensor in ``out`` (nested tuples/lists kept); other values as ``repr``.
 
-    Symbolic sizes are written with ``str`` (e.g. ``"s0"``), so results are JSON-serialisable.
+    Symbolic sizes are written with ``str`` (e.g. ``"s0"``), so results are JSON-serialisable. With
+    ``inputs`` (parameter name -> argument), an output that *is* one of those tensors (the caller's own
+    ``out=`` handed back, not a copy) gets the parameter's name as a fourth item:
+    ``[shape, stride, dtype, "out"]``.
     """
     import torch
 
@@ -200,23 +228,60 @@ def metadata(out: Any) -> Any:
         return d if isinstance(d, int) else str(d)
 
     if isinstance(out, torch.Tensor):
-        return [[dim(d) for d in out.shape], [dim(s) for s in out.stride()], str(out.dtype)]
+        meta = [[dim(d) for d in out.shape], [dim(s) for s in out.stride()], str(out.dtype)]
+        same = [name for name, value in (inputs or {}).items() if value is out]
+        return meta + same[:1]
     if isinstance(out, (tuple, list)):
-        return [metadata(o) for o in out]
+        return [metadata(o, inputs) for o in out]
     return repr(out)
 
 
-def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
-    """Call ``fn``: ``{"ok": metadata(result)}``, or ``{"error": [exception class name, first line of message]}``.
+def first_line(exc: BaseException) -> list[str]:
+    """``[exception class name, first line of its message]`` (``""`` for an empty message)."""
+    text = str(exc).strip().splitlines()
+    return [type(exc).__name__, text[0] if text else ""]
+
+
+def call_outcome(fn: Callable[..., Any], args: tuple | list = (), kwargs: dict | None = None, inputs: dict[str, Any] | None = None) -> dict:
+    """Call ``fn(*args, **kwargs)``: ``{"ok": metadata(result, inputs)}``, or ``{"error": first_line(exception)}``.
 
     Used to compare a fake with the wrapper on invalid input as well: both must raise the same class with
-    the same message.
+    the same message. ``inputs`` as for :func:`metadata` (which outputs are an argument itself).
     """
     try:
-        return {"ok": metadata(fn(*args, **kwargs))}
+        return {"ok": metadata(fn(*args, **(kwargs or {})), inputs)}
     except Exception as e:  # noqa: BLE001 - the point is to report any failure
-        text = str(e).strip().splitlines()
-        return {"error": [type(e).__name__, text[0] if text else ""]}
+        return {"error": first_line(e)}
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+    """``call_outcome(fn, args, kwargs)``: ``{"ok": metadata}`` or ``{"error": [class, first line]}``."""
+    return call_outcome(fn, args, kwargs)
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Set environment variables (``None``: unset) for the duration; the previous values restored on exit.
+
+    FlashInfer reads some per call (``FLASHINFER_NVFP4_QUANTIZE_USE_TMA``, ``FLASHINFER_NVFP4_4OVER6``:
+    which CuTe-DSL kernel ``fp4_quantize`` runs, 0.6.16+), and an op's fake reads the same ones.
+    """
+    import os
+
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
@@ -242,34 +307,6 @@ def modules_injected(modules: dict[str, dict[str, Any]]) -> Iterator[None]:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = old
-
-
-def load_op_source(path: str, module_globals: dict, release: dict | None = None, op: Any = None, wrapper: Any = None) -> Any:
-    """Execute an fp4patch op source (``patches/<distribution>/ops/<function>.py``) as the renderer places it.
-
-    The source runs in a copy of ``module_globals`` (the namespace of the module defining the wrapper, so
-    names such as ``_UNSET`` or ``SfLayout`` resolve as they do after ``fp4patch apply``), with ``RELEASE``
-    updated by ``release`` and the placeholders ``OP`` / ``WRAPPER`` bound to ``op`` / ``wrapper``. Returns
-    the namespace as an object (``.entry``, ``.op``, ``.fake``, ``.RELEASE``, ``.MUTATES_ARGS``, and ``.globals``,
-    the functions' global namespace: set ``.globals["OP"] = src.fake`` to run ``entry`` into the fake). A
-    parameter that a release lacks is simply not passed: the source's default then stands for it, as the
-    renderer binds it.
-    """
-    import types
-    from pathlib import Path
-
-    from fp4patch.custom_op import plain_source, read_helpers
-
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    # The placeholders OP_PARAMS / OMIT expanded and the shared helpers inlined, as the renderer does.
-    code = compile(plain_source(text, read_helpers(text, Path(path).parent)), path, "exec")
-    ns = dict(module_globals)
-    exec(code, ns)  # noqa: S102 - an op source of this repository, as the renderer places it
-    ns["RELEASE"] = {**ns.get("RELEASE", {}), **(release or {})}
-    ns["OP"] = op
-    ns["WRAPPER"] = wrapper
-    return types.SimpleNamespace(globals=ns, **{k: ns[k] for k in ("entry", "op", "fake", "RELEASE", "MUTATES_ARGS")})
 
 
 def _basic_index(t: Any, idx: Any) -> Any:
@@ -334,3 +371,136 @@ def fake_cuda_indexing() -> Iterator[None]:
         yield
     finally:
         torch.Tensor.__getitem__, torch.Tensor.__setitem__ = get, put
+
+
+@contextlib.contextmanager
+def fake_cuda_contiguous() -> Iterator[None]:
+    """Let ``t.contiguous()`` of a non-contiguous fake CUDA tensor work in a CPU-only torch build (restored on exit).
+
+    The Python binding enters a CUDA device guard, as indexing does (see :func:`fake_cuda_indexing`); the
+    CuTe-DSL drivers of ``fp4_quantize`` call it on their input (``flashinfer/quantization/kernels/``,
+    0.6.8+). A non-contiguous CUDA tensor is copied with ``aten.clone`` in the requested memory format,
+    which is what ``contiguous`` does; every other tensor takes the original path.
+    """
+    import torch
+
+    original = torch.Tensor.contiguous
+
+    def contiguous(self: Any, memory_format: Any = torch.contiguous_format) -> Any:
+        if self.device.type == "cuda":
+            if self.is_contiguous(memory_format=memory_format):
+                return self
+            return torch.ops.aten.clone.default(self, memory_format=memory_format)
+        return original(self, memory_format=memory_format)
+
+    torch.Tensor.contiguous = contiguous
+    try:
+        yield
+    finally:
+        torch.Tensor.contiguous = original
+
+
+# --------------------------------------------------------------------------- #
+# Stand-in packages for GPU compilers that are not installed (cutlass, cuda-python)
+# --------------------------------------------------------------------------- #
+class _Stub:
+    """Any attribute, call, subscript, arithmetic or base-class use of a stubbed package's names."""
+
+    def __init__(self, name: str = "stub") -> None:
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return _Stub(f"{self._name}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import types
+
+        # a decorator (@cute.jit, @cute.kernel, @dsl_user_op) keeps the function it decorates
+        if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type, staticmethod, classmethod)):
+            return args[0]
+        return _Stub(f"{self._name}()")
+
+    def __getitem__(self, key: Any) -> Any:
+        return _Stub(f"{self._name}[]")
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        return (object,)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __repr__(self) -> str:
+        return f"<stub {self._name}>"
+
+
+def _same(self: Any, *args: Any) -> Any:
+    return self
+
+
+_OPERATORS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow"]
+_OPERATORS += ["or", "ror", "and", "rand", "xor", "rxor", "lshift", "rshift", "neg", "pos", "invert", "lt", "le", "gt", "ge"]
+for _operator in _OPERATORS:
+    setattr(_Stub, f"__{_operator}__", _same)
+
+
+def _stub_module_class() -> type:
+    import types
+
+    class _StubModule(types.ModuleType):
+        def __getattr__(self, attr: str) -> Any:
+            if attr.startswith("__") and attr.endswith("__"):
+                raise AttributeError(attr)
+            return _Stub(f"{self.__name__}.{attr}")
+
+    return _StubModule
+
+
+class _StubFinder:
+    """A ``sys.meta_path`` finder and loader: every module under ``roots`` is a permissive stub package."""
+
+    def __init__(self, roots: set[str]) -> None:
+        self.roots = roots
+        self.module_class = _stub_module_class()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+
+        if name.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        module = self.module_class(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def stub_packages(roots: tuple[str, ...]) -> Iterator[list[str]]:
+    """Make ``import <root>...`` succeed with permissive stub modules, for each root not installed here.
+
+    For kernel modules that import a GPU compiler at module level (FlashInfer's CuTe-DSL kernels import
+    ``cutlass`` and ``cuda`` from nvidia-cutlass-dsl / cuda-python, ``flashinfer/quantization/kernels/``):
+    their Python drivers, which allocate the outputs, then import and run, while their compiled-kernel
+    getters must be replaced (with :func:`replaced`) so that no stub is ever launched. A root that is
+    installed is left alone (its real modules import). Yields the roots stubbed; on exit the finder and the
+    stub modules are removed (modules that imported them keep what they got).
+    """
+    import importlib.util
+    import sys
+
+    stubbed = [root for root in roots if importlib.util.find_spec(root) is None]
+    finder = _StubFinder(set(stubbed))
+    sys.meta_path.insert(0, finder)
+    try:
+        yield stubbed
+    finally:
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n.split(".")[0] in finder.roots]:
+            if isinstance(sys.modules[name], finder.module_class):
+                del sys.modules[name]

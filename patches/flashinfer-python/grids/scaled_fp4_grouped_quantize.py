@@ -1,0 +1,41 @@
+"""Case grid of ``flashinfer.scaled_fp4_grouped_quantize`` for fp4patch's fake check (format: docs/spec-format.md, "Case grids").
+
+The wrapper (``flashinfer/fp4_quantization.py`` until 0.6.6, ``flashinfer/quantization/fp4_quantization.py``
+from 0.6.7) quantizes ``a`` ``[L, M, K]`` per group with one global scale per group; its kernel entry
+allocates the packed values and the 128x4-swizzled scale factors in Python and returns them as permuted
+views. Cases: M in {0, 1, 8, 127, 129}, fp16 / bf16, K not a multiple of 16, a non-contiguous input, and
+``nvfp4_4over6=None`` where the release has the parameter (0.7.1+). The kernel's check of the global
+scale's length (the CPU cannot see it) carries the kernel's message.
+"""
+
+FUNCTION = "scaled_fp4_grouped_quantize"
+#: the wrapper's outputs, in order (named in the fake check's messages)
+OUTPUTS = ("x_q", "sf")
+
+
+def _t(*shape, dtype="bfloat16", transposed=False):
+    """A fake CUDA tensor of ``shape`` (``transposed``: a column-major view of the last two dims)."""
+    t = {"t": list(shape), "dtype": dtype}
+    if transposed:
+        t["T"] = True
+    return t
+
+
+def cases(params, release):
+    """The cases for a release whose wrapper takes ``params`` (``release``: no data is read for this op)."""
+    out = []
+
+    def add(name, args, kwargs=None, kernel=None):
+        out.append({"name": name, "args": args, "kwargs": kwargs or {}, "kernel": kernel})
+
+    mask, gs = _t(4, dtype="int32"), _t(4, dtype="float32")
+    for m in (0, 1, 8, 127, 129):
+        add(f"L=4 M={m} K=128 bf16", [_t(4, m, 128), mask, gs])
+    add("L=2 M=8 K=7168 fp16", [_t(2, 8, 7168, dtype="float16"), _t(2, dtype="int32"), _t(2, dtype="float32")])
+    add("K=40 (not a multiple of 16)", [_t(4, 8, 40), mask, gs])
+    add("non-contiguous input", [_t(4, 128, 8, transposed=True), mask, gs])
+    add("[1] global scale for 4 groups", [_t(4, 8, 128), mask, _t(1, dtype="float32")],
+        kernel="Check failed: mask.shape()[0] == n_experts (4 vs. 1)")
+    if "nvfp4_4over6" in params:
+        add("nvfp4_4over6=None", [_t(4, 8, 128), mask, gs], {"nvfp4_4over6": None})
+    return out
