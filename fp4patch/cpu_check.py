@@ -94,7 +94,8 @@ def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: fr
 
     def failed(spec_id: str, reason: str) -> Basis:
         base = bases[spec_id]
-        return replace(base, kind=CHANGED, changes=(*base.changes[:2], f"CPU check failed: {reason}"))
+        where = f"the code differs in {', '.join(base.changes[:3])}" if base.changes else "the code differs"
+        return replace(base, kind=CHANGED, changes=(f"{where}, and the CPU check failed: {reason}",))
 
     outcome: dict[str, Basis] = {}
     env = engine.target_env or current()

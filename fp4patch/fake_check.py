@@ -75,6 +75,20 @@ class FakeCheckResult:
     unchecked: list[str] = field(default_factory=list)
     error: str = ""
 
+    def summary(self) -> str:
+        """One phrase for a failed check: the error, the first differing case, the cases whose
+        outputs the kernel allocates, or the cases the grid cannot check; "" when ``ok``."""
+        if self.ok:
+            return ""
+        if self.error:
+            return self.error
+        if self.failures:
+            more = f" (and {len(self.failures) - 1} more of {self.compared} compared cases)" if len(self.failures) > 1 else ""
+            return f"the fake differs from the wrapper's own allocation: {self.failures[0]}{more}"
+        if self.not_visible:
+            return f"the outputs of {self.not_visible[0]!r} come from the kernel, which the CPU cannot see ({len(self.not_visible)} case(s))"
+        return f"not checkable on CPU: {self.unchecked[0]}"
+
 
 def requests_for(spec: Any, target: Any) -> list[FakeCheckRequest]:
     """One request per ``custom-op`` operation of ``target`` (a :class:`fp4patch.spec.Target` of ``spec``,

@@ -241,3 +241,43 @@ def test_verify_against_a_relabelled_wheel_reports_the_evidence_before_the_upgra
     bases = {r["id"]: r["basis"]["description"] for r in payload["specs"] if r["id"] in DEFAULT_PATCHING}
     assert set(bases.values()) == {"as verified on 0.7.4, same code"}, bases
     assert {r["id"] for r in payload["after_apply"] if r["state"] == "applied"} >= DEFAULT_PATCHING
+
+
+@pytest.mark.slow
+def test_a_change_the_fake_does_not_depend_on_is_checked_on_cpu_and_applied(tmp_path: Path, tmp_path_factory) -> None:
+    """The next release adds a log line to mxfp8_quantize (its code differs from every verified
+    release, its signature does not): apply checks it on CPU — the fake against the wrapper's own
+    allocation over the case grid, the fullgraph trace — and applies it "checked on CPU"."""
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp8_quantization.py", "    sf_vec_size = 32\n\n    if sf_swizzle_layout is None:",
+               "    sf_vec_size = 32\n    __import__(\"logging\").getLogger(__name__).debug(\"mxfp8_quantize %s\", tuple(input.shape))\n\n"
+               "    if sf_swizzle_layout is None:")
+    before = snapshot(site)
+    assert status(site)["mxfp8-quantize-fullgraph"]["state"] == "needs-check"
+    done = run_cli("apply", "--site-packages", str(site), "--spec", "mxfp8-quantize-fullgraph")
+    assert done.returncode == 0, done.stderr
+    assert "checking on CPU before patching" in done.stderr
+    assert "0.7.5: mxfp8-quantize-fullgraph checked on CPU for 0.7.5 (0.7.4's target; differs in mxfp8_quantize)" in done.stdout
+    report = status(site)["mxfp8-quantize-fullgraph"]
+    assert report["state"] == "applied" and report["basis"]["kind"] == "checked"
+    assert run_cli("verify", "--site-packages", str(site), "--spec", "mxfp8-quantize-fullgraph").returncode == 0
+    run_cli("revert", "--site-packages", str(site), check=True)
+    assert snapshot(site) == before
+
+
+@pytest.mark.slow
+def test_a_changed_allocation_the_fake_mirrors_is_refused_naming_the_output(tmp_path: Path, tmp_path_factory) -> None:
+    """The next release allocates mxfp8_quantize's linear scale factors twice as large: the CPU
+    check finds the output that differs, apply refuses the spec, nothing is written."""
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp8_quantization.py", "                out_sf_size = m * padded_k // 32\n",
+               "                out_sf_size = m * padded_k // 16\n")
+    before = snapshot(site)
+    report = status(site)["mxfp8-quantize-fullgraph"]
+    assert report["state"] == "needs-check" and "get_mxfp8_quantization_sm100_module.mxfp8_quantize_sm100" in report["basis"]["changes"]
+    done = run_cli("apply", "--site-packages", str(site), "--spec", "mxfp8-quantize-fullgraph")
+    line = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "mxfp8-quantize-fullgraph: drifted" in line, done.stderr
+    assert "the CPU check failed: mxfp8_quantize: the fake differs from the wrapper's own allocation" in line
+    assert "output 1" in line and "nothing written" in line
+    assert snapshot(site) == before and not (site / ".fp4patch").exists()
