@@ -281,3 +281,24 @@ def test_a_changed_allocation_the_fake_mirrors_is_refused_naming_the_output(tmp_
     assert "the CPU check failed: mxfp8_quantize: the fake differs from the wrapper's own allocation" in line
     assert "output 1" in line and "nothing written" in line
     assert snapshot(site) == before and not (site / ".fp4patch").exists()
+
+
+def test_new_add_target_starts_a_target_from_what_changed(tmp_path: Path, tmp_path_factory) -> None:
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(
+        site, "flashinfer/quantization/fp8_quantization.py",
+        "    *,\n    batch_invariant: bool = False,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str = \"nearest\",\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+    )
+    specs = tmp_path / "myspecs"
+    done = run_cli("new", "mxfp8-quantize-fullgraph", "--add-target", "--site-packages", str(site), "--specs-dir", str(specs))
+    assert done.returncode == 0, done.stderr
+    text = (specs / "flashinfer-python" / "mxfp8-quantize-fullgraph.toml").read_text()
+    assert 'versions = "==0.7.5"' in text and "# changed: mxfp8_quantize(): parameter 'scale_rounding' added" in text
+    assert '"batch_invariant", "scale_rounding"]' in text and (specs / "flashinfer-python" / "grids" / "mxfp8_quantize.py").is_file()
+    # the next step is named: the op source must learn the parameter before the target loads
+    nxt = run_cli("status", "--site-packages", str(site), "--specs-dir", str(specs))
+    assert nxt.returncode == 2 and "scale_rounding of mxfp8_quantize() unknown to the op source" in nxt.stderr
+    listed = run_cli("new", "mxfp8-quantize-fullgraph", "--add-target", "--site-packages", str(release_site("0.7.4", tmp_path_factory, sources_only=True)),
+                     "--specs-dir", str(tmp_path / "other"))
+    assert listed.returncode == 2 and "is a release fp4patch knows" in listed.stderr
