@@ -501,15 +501,22 @@ def scan(
 
         if python and site_packages:
             raise UsageError("give --python or --site-packages, not both")
+        names = only
         if only:
             known = [e["name"] for e in scan_entries()]
-            unknown = [name for name in only if name not in known]
+            # a base name (mm_fp4) selects each of its variants (mm_fp4[cutlass], mm_fp4[trtllm], ...)
+            names = [n for name in only for n in ([name] if name in known else [k for k in known if k.split("[")[0] == name] or [name])]
+            unknown = [name for name in names if name not in known]
             if unknown:
-                raise UsageError(f"--function {unknown[0]}: not a scan entry; choose from {', '.join(known)}")
+                import difflib
+
+                close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise UsageError(f"--function {unknown[0]}: not a scan entry; {hint}choose from {', '.join(known)}")
         env = _environment(python, site_packages)
         dist = find_distribution(env, "flashinfer-python")
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
-        payload = run_scan(env, dist.site_packages if site_packages else None, only=only)
+        payload = run_scan(env, dist.site_packages if site_packages else None, only=names)
         results = payload["results"]
         if as_json:
             counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call")}

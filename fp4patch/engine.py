@@ -133,7 +133,11 @@ def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | Non
     by_id = {s.id: s for s in specs}
     unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
     if unknown:
-        raise UsageError(f"unknown spec {unknown[0]!r}; known: {', '.join(by_id)} (see `fp4patch status`)")
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(by_id), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"unknown spec {unknown[0]!r}; {hint}known: {', '.join(by_id)} (see `fp4patch status`)")
     if ids:
         chosen = list(dict.fromkeys(ids))
     else:

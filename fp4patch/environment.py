@@ -119,6 +119,10 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
     """
     import subprocess
 
+    if os.path.isdir(python):
+        venv = next((os.path.join(python, "bin", n) for n in ("python", "python3") if os.path.isfile(os.path.join(python, "bin", n))), None)
+        hint = f"pass --python {venv}" if venv else "pass --python PATH to a Python executable"
+        raise EnvironmentProblem(f"{python}: is a directory, not an interpreter; {hint}")
     try:
         process = started or start_probe(python)
         try:
@@ -212,7 +216,8 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
         from .leftovers import gone_note
 
         raise EnvironmentProblem(
-            f"{name} is not installed in {env.description}; install it (pip install {name}) or pass --python / --site-packages"
+            f"{name} is not installed in {env.description}; install it (pip install --no-deps {name}, or with its CUDA dependencies: pip install {name}) "
+            "or pass --python / --site-packages"
             + gone_note(env, name)
         )
     _refuse_stray_metadata(dist, name)

@@ -195,7 +195,7 @@ def test_distribution_not_installed(tmp_path: Path) -> None:
     (empty / "other_pkg-1.0.dist-info").mkdir(parents=True)
     (empty / "other_pkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: other-pkg\nVersion: 1.0\n")
     before = snapshot(empty)
-    refused(run_cli("apply", *sp(empty)), 2, "flashinfer-python is not installed", "pip install flashinfer-python")
+    refused(run_cli("apply", *sp(empty)), 2, "flashinfer-python is not installed", "pip install --no-deps flashinfer-python")
     unchanged(empty, before)
 
 
@@ -211,6 +211,20 @@ def test_unknown_spec(site_060: Path) -> None:
     before = snapshot(site_060)
     refused(run_cli("apply", "--spec", "no-such-spec", *sp(site_060)), 2, "'no-such-spec'", "fp4patch status")
     unchanged(site_060, before)
+
+
+def test_a_misspelt_spec_gets_a_suggestion(site_060: Path) -> None:
+    for option in ("--spec", "--skip"):
+        refused(run_cli("apply", option, "fp4-quantise-fullgraph", *sp(site_060)), 2, "'fp4-quantise-fullgraph'", "did you mean 'fp4-quantize-fullgraph'?")
+
+
+def test_python_naming_a_directory_says_so(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\n")
+    for given, advice in ((venv, f"pass --python {venv}/bin/python"), (venv / "bin", "pass --python PATH to a Python executable")):
+        refused(run_cli("status", "--python", str(given)), 2, f"{given}: is a directory, not an interpreter", advice)
+        refused(run_cli("verify", "--python", str(given)), 2, "is a directory")  # the recorded-verdict fast path too
 
 
 def test_conflicting_specs_selected_together(site_060: Path) -> None:

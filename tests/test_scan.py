@@ -177,6 +177,16 @@ def test_unknown_function_is_a_usage_error() -> None:
     done = run_cli("scan", "--function", "no_such_function")
     assert done.returncode == 2
     assert done.stderr.startswith("fp4patch: error: --function no_such_function: not a scan entry; choose from fp4_quantize,")
+    close = run_cli("scan", "--function", "mm_fp5[cutlass]")
+    assert close.returncode == 2 and "did you mean mm_fp4[cutlass]?" in close.stderr
+
+
+def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:
+    """`fp4patch scan --function mm_fp4`, as `scan --help` and the README write it: each backend."""
+    site = applied_site("0.6.0", tmp_path_factory)
+    done = run_cli("scan", "--site-packages", str(site), "--function", "mm_fp4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [r["name"] for r in json.loads(done.stdout)["functions"]] == ["mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"]
 
 
 def test_rendering_of_each_status() -> None:
