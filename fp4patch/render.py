@@ -234,9 +234,11 @@ def failure_hint(
             by_state.setdefault(r["state"], []).append(r["id"])
     parts = [interrupted] if interrupted else []
     parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
-    if "applicable" in by_state:
-        parts.append(f"run `{apply_command([r for r in reports if r['state'] == 'applicable'], apply_options)}`")
-    if "drifted" in by_state or "unsupported" in by_state or "not-targeted" in by_state:
+    blocked = blocking(reports, ok_states)
+    waiting = [r for r in reports if r["state"] in ("applicable", "needs-check") and r["state"] not in ok_states]
+    if waiting:
+        parts.append(f"run `{apply_command(waiting, apply_options, blocked)}`")
+    if blocked:
         parts.append("see the detail column; upstream changed or the version is not covered")
     failed_cases = [c for c in cases or [] if not c.get("passed")]
     if failed_cases:
@@ -247,7 +249,14 @@ def failure_hint(
     return "; ".join(parts) or "see above"
 
 
-def apply_command(reports: list[dict[str, Any]], options: Sequence[str] = ()) -> str:
+def blocking(reports: list[dict[str, Any]], ok_states: Iterable[str]) -> list[str]:
+    """Ids of the specs that make ``apply`` refuse (drifted, not targeted, unsupported where that
+    fails): an advised ``apply`` leaves them out with ``--skip`` so that it works as written."""
+    ok_states = set(ok_states)
+    return [r["id"] for r in reports if r["state"] in ("drifted", "not-targeted", "unsupported") and r["state"] not in ok_states]
+
+
+def apply_command(reports: list[dict[str, Any]], options: Sequence[str] = (), skip: Sequence[str] = ()) -> str:
     """The command that applies the specs of ``reports`` (``--json`` report dicts: ``id``, ``default``):
     ``fp4patch apply`` when each is a default spec (a plain apply applies those), else
     ``fp4patch apply --spec a --spec b`` (a plain apply would leave a non-default spec out).
@@ -259,15 +268,18 @@ def apply_command(reports: list[dict[str, Any]], options: Sequence[str] = ()) ->
     words = ["fp4patch", "apply", *options]
     if not all(r.get("default", True) for r in reports):
         words += [w for r in reports for w in ("--spec", r["id"])]
+    else:
+        words += [w for i in skip for w in ("--skip", i)]  # (a --spec selection names none of them)
     return shlex.join(words)
 
 
-def state_message(spec_id: str, state: str, default: bool = True, apply_options: Sequence[str] = ()) -> str:
+def state_message(spec_id: str, state: str, default: bool = True, apply_options: Sequence[str] = (), skip: Sequence[str] = ()) -> str:
     """One sentence for a spec that failed a check in ``state`` and has no detail of its own,
     saying what to do (``applicable``: the spec is not applied; :func:`apply_command` applies it,
-    ``default`` saying whether a plain ``fp4patch apply`` includes it, ``apply_options`` as there)."""
+    ``default`` saying whether a plain ``fp4patch apply`` includes it, ``apply_options`` and ``skip``
+    (the specs that would make that apply refuse) as there)."""
     if state == "applicable":
-        return f"{spec_id} is not applied (every anchor is present); run `{apply_command([{'id': spec_id, 'default': default}], apply_options)}`"
+        return f"{spec_id} is not applied (every anchor is present); run `{apply_command([{'id': spec_id, 'default': default}], apply_options, skip)}`"
     return f"{spec_id} is {state}"
 
 
@@ -311,7 +323,9 @@ def github_annotations(
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options)))
+        message = escape_annotation(
+            prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states)))
+        )
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:

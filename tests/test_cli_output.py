@@ -150,6 +150,22 @@ def test_the_advised_apply_command_works_as_written(site_060: Path, tmp_path: Pa
     assert run_cli("verify", *args).returncode == 0
 
 
+def test_with_one_spec_drifted_the_advised_apply_leaves_it_out_and_works_as_written(site_060: Path) -> None:
+    """A plain apply refuses while one spec is drifted: the advice (last line, and every github
+    annotation) skips it, so it applies the others when run as printed."""
+    import shlex
+
+    cpp = site_060 / "flashinfer" / "jit" / "cpp_ext.py"
+    cpp.write_text(cpp.read_text().replace("subprocess.check_output(", "subprocess.run("))  # cuda-version-from-torch's anchor gone
+    done = run_cli("verify", *sp(site_060))
+    advised = re.search(r"run `([^`]+)`", done.stdout.splitlines()[-1])
+    assert done.returncode == 1 and advised and f"--skip {CUDA}" in advised[1], done.stdout
+    github = run_cli("verify", "--format", "github", *sp(site_060)).stdout
+    assert all(f"--skip {CUDA}" in line for line in github.splitlines() if line.startswith("::error") and "not applied" in line), github
+    run_cli(*shlex.split(advised[1])[1:], check=True)
+    assert run_cli("verify", *sp(site_060), "--skip", CUDA).returncode == 0
+
+
 def test_a_conflict_advises_a_revert_that_works_as_written(site_060: Path, tmp_path: Path) -> None:
     """Every command an engine message advises repeats the target and specs options (Engine.command):
     here the revert a conflicting apply asks for, with a copied --specs-dir."""
