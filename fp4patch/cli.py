@@ -107,6 +107,14 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
     out.quiet = quiet
     try:
         code = body()
+    except KeyboardInterrupt:
+        from .interrupts import EXIT_INTERRUPTED, message, settle
+
+        settle()
+
+        command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        err.print(f"fp4patch: {message(command)}", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except Fp4PatchError as exc:
         if as_json:
             print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": str(exc), "exit_code": exc.exit_code}))
@@ -235,8 +243,12 @@ def status(
         manifest = engine.store.load()
         applied = manifest.specs if manifest else []
         stale = engine.stale_record()  # left from another install of the distribution
+        interrupted = engine.interrupted()  # an apply/revert killed half-way (its journal), or stale bytecode
         if as_json:
-            print(json.dumps({**_header(engine), "recorded": applied, "stale_record": stale, "specs": [r.to_json() for r in reports]}, indent=2))
+            print(json.dumps({
+                **_header(engine), "recorded": applied, "stale_record": stale, "interrupted": interrupted,
+                "specs": [r.to_json() for r in reports],
+            }, indent=2))
             return EXIT_OK
         h = _header(engine)
         color = use_color()
@@ -245,6 +257,7 @@ def status(
             f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
             f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}",
             *([f"stale record: {stale}"] if stale else []),
+            *([f"{paint('interrupted:', 'red', color)} {interrupted}"] if interrupted else []),
             *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
             *_release_note(engine, reports),
         ])
@@ -769,6 +782,10 @@ def run() -> None:
         print(f"fp4patch: error: {exc.format_message()} (see `{command} --help`)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except (KeyboardInterrupt, typer.Abort):
-        print("fp4patch: error: interrupted", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        from .interrupts import EXIT_INTERRUPTED, message, settle
+
+        settle()
+
+        print(f"fp4patch: {message()}", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -542,6 +542,7 @@ class Engine:
                 for other in set(spec.conflicts) & requested:
                     raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{self.command('revert', '--spec', spec.id)}` first")
         plans = self.plan(specs, required)
+        fault_point("plan")
         writes = [p for p in plans.values() if p.changes]
         links = [plan.path for plan in writes if plan.path.is_symlink()]
         if links:
@@ -752,7 +753,14 @@ class Engine:
         )
 
     def _run(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
-        """Record ``journal``, then carry it out. On a write error, put back what was written."""
+        """Record ``journal``, then carry it out, with Ctrl-C held until it is done
+        (:func:`fp4patch.interrupts.held`). On a write error, put back what was written."""
+        from .interrupts import held
+
+        with held():
+            self._run_held(journal, undo, previous)
+
+    def _run_held(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
         self.store.write_journal(journal)
         fault_point("journal")
         try:

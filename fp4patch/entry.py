@@ -116,7 +116,20 @@ def verify_recorded(args: VerifyArguments) -> int | None:
 
 
 def main() -> None:
-    """Console-script entry point (``fp4patch``, ``python -m fp4patch``); exit codes as documented."""
+    """Console-script entry point (``fp4patch``, ``python -m fp4patch``); exit codes as documented
+    (130 for Ctrl-C, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    try:
+        _main()
+    except KeyboardInterrupt:  # before the CLI took over (imports): nothing was written
+        from .interrupts import EXIT_INTERRUPTED, message, settle
+
+        settle()
+
+        sys.stderr.write(f"fp4patch: {message()}\n")
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _main() -> None:
     if not any(key.startswith("_FP4PATCH_COMPLETE") for key in os.environ):
         args = parse_verify(sys.argv[1:])
         if args is not None:

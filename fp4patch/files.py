@@ -98,16 +98,18 @@ _fault_counts: dict[str, int] = {}
 def fault_point(step: str) -> None:
     """Fault injection for the crash tests: ``FP4PATCH_FAULT=<step>:<n>`` SIGKILLs this process
     when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
-    the engine's steps are ``journal``, ``backup``, ``file``, ``bytecode``, ``manifest``, ``done``)."""
+    the engine's steps are ``plan`` (before anything is written), ``journal``, ``backup``, ``file``,
+    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead."""
     wanted = os.environ.get("FP4PATCH_FAULT")
     if not wanted:
         return
-    name, _, count = wanted.partition(":")
+    name, _, rest = wanted.partition(":")
+    count, _, how = rest.partition(":")
     if name != step:
         return
     _fault_counts[step] = _fault_counts.get(step, 0) + 1
     if _fault_counts[step] == int(count or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGKILL)
 
 
 def remove_temp_files(path: Path) -> list[Path]:

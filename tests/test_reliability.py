@@ -553,3 +553,32 @@ def test_zipped_distribution_is_refused(site_060: Path, tmp_path: Path) -> None:
     done = run_cli("apply", "--site-packages", str(archive))
     assert done.returncode == 2
     assert f"{archive}: a zip archive, not a site-packages directory" in one_line_error(done.stderr)
+
+
+def test_status_names_an_interrupted_apply(site_060: Path, patched_060) -> None:
+    """After an apply killed in its write phase, status says so (text and --json), as verify does."""
+    _killed("apply", "file:1", site_060)
+    text = run_cli("status", *sp(site_060))
+    assert text.returncode == 0 and "interrupted: an fp4patch apply of" in text.stdout and "was interrupted" in text.stdout
+    payload = json.loads(run_cli("status", "--json", *sp(site_060)).stdout)
+    assert "was interrupted" in payload["interrupted"] and str(site_060 / JOURNAL) in payload["interrupted"]
+    _recover("apply", site_060)
+    assert json.loads(run_cli("status", "--json", *sp(site_060)).stdout)["interrupted"] is None
+
+
+@pytest.mark.parametrize("point, said, written", [
+    ("plan:1", "before `fp4patch apply` wrote anything; no file changed", False),
+    ("file:1", "had written every file of its journal first, so the operation is complete", True),
+])
+def test_ctrl_c_during_apply_says_what_state_the_files_are_in(site_060: Path, point: str, said: str, written: bool) -> None:
+    """Ctrl-C before the write phase stops at once, nothing written; during it, it is held until the
+    journal is carried out (never a half-patched file), and both say so in one line, exit 130."""
+    before = snapshot(site_060)
+    done = run_cli("apply", *BOTH, *sp(site_060), env={"FP4PATCH_FAULT": f"{point}:sigint"})
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 130 and lines[-1].startswith("fp4patch: interrupted (Ctrl-C)") and said in lines[-1], done.stderr
+    if written:
+        assert run_cli("verify", *BOTH, *sp(site_060)).returncode == 0
+        assert not (site_060 / JOURNAL).exists()
+    else:
+        assert snapshot(site_060) == before
