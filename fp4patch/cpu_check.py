@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import Fp4PatchError
+from .releases import is_source
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -42,9 +43,9 @@ TRACED_SPEC = "fp4-quantize-fullgraph"
 
 
 def copy_sources(engine: Engine, destination: Path) -> Path:
-    """Copy the Python sources of every top-level package the specs patch (``flashinfer/``: its
-    ``.py``/``.pyi`` files, as released: fp4patch's backups of files it patched) and the
-    distribution's metadata folder into ``destination``; returns ``destination`` (a site-packages).
+    """Copy the sources of every top-level package the specs patch (``flashinfer/``: what
+    :func:`fp4patch.releases.is_source` keeps, as released: fp4patch's backups of files it patched)
+    and the distribution's metadata folder into ``destination``; returns ``destination`` (a site-packages).
 
     Raises:
         FileSystemError: a file cannot be read.
@@ -57,9 +58,9 @@ def copy_sources(engine: Engine, destination: Path) -> Path:
         if not root.is_dir():
             continue
         for path in root.rglob("*"):
-            if path.suffix not in (".py", ".pyi") or "__pycache__" in path.parts or not path.is_file():
-                continue
             relative = path.relative_to(site).as_posix()
+            if not is_source(relative) or "__pycache__" in path.parts or not path.is_file():
+                continue
             target = destination / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             data = engine._released_bytes(relative)
@@ -103,6 +104,11 @@ def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: fr
         try:
             site = copy_sources(engine, Path(scratch) / "site-packages")
             copy = Engine(find_distribution(from_site_packages(site), engine.dist.name), engine.specs, lambda message: None, engine.catalog, env)
+            # the copy takes exactly the targets the installed release took (the ones checked below)
+            for spec in selection:
+                engine.resolve(spec)
+            copy._resolutions = dict(engine._resolutions)
+            copy.evidenced = engine.evidenced
             copy.checked = {s.id: replace(bases[s.id], kind=CHECKED) for s in needs}  # provisionally: apply the copy
             copy.apply(selection, allow_modified=True, required=required)
         except Fp4PatchError as exc:

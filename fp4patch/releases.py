@@ -23,6 +23,18 @@ from packaging.utils import canonicalize_name, canonicalize_version
 from .errors import EnvironmentProblem
 
 
+#: What of a package its import reads besides code: Python sources and the small data files imported
+#: modules open (0.6.11.post2's ``flashinfer/gemm/specialized_kernels/*/workloads.json``). Never the
+#: CUDA sources and binaries (``.cu``, ``.cuh``, ``.so``, ``flashinfer/data/``), JIT inputs only.
+SOURCE_SUFFIXES = (".py", ".pyi", ".json", ".txt", ".typed")
+
+
+def is_source(relative: str) -> bool:
+    """True for a site-packages-relative path :data:`SOURCE_SUFFIXES` keeps (outside ``<package>/data/``)."""
+    parts = relative.split("/")
+    return relative.endswith(SOURCE_SUFFIXES) and not (len(parts) > 2 and parts[1] == "data")
+
+
 def cache_dir() -> Path:
     """Where downloaded archives are kept: ``$FP4PATCH_CACHE`` or ``~/.cache/fp4patch/releases``."""
     return Path(os.environ.get("FP4PATCH_CACHE") or Path.home() / ".cache" / "fp4patch" / "releases")
@@ -143,8 +155,9 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path
     """Unpack ``archive`` (wheel or sdist) into ``destination`` and return the site-packages dir.
 
     A wheel is extracted as is (its ``.dist-info`` included); with ``sources_only``, only its
-    Python sources and ``.dist-info`` (what the static checks read: a 0.7.x wheel unpacks to
-    ~700 MB in all, mostly CUDA sources and binaries). For an sdist, the top-level
+    Python sources, the small data files its import reads (:func:`is_source`) and ``.dist-info``
+    (what the static checks read and an import needs: a 0.7.x wheel unpacks to ~700 MB in all,
+    mostly CUDA sources and binaries). For an sdist, the top-level
     packages are copied and a ``<name>-<version>.dist-info/METADATA`` is written from PKG-INFO.
 
     Raises:
@@ -153,10 +166,7 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path
     destination.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
-            members = [
-                n for n in wheel.namelist()
-                if not sources_only or n.endswith((".py", ".pyi")) or ".dist-info/" in n
-            ]
+            members = [n for n in wheel.namelist() if not sources_only or is_source(n) or ".dist-info/" in n]
             wheel.extractall(destination, members)
         return destination
     if archive.name.endswith(".tar.gz"):

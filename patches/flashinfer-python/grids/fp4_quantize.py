@@ -172,12 +172,14 @@ def _cute_dsl_cases():
 
 
 def cases(params, release):
-    """The cases for a release whose wrapper takes ``params``; ``release["backends"]``: the backends the
-    wrapper accepts (read where ``backend`` is a parameter; ``"cute-dsl"`` adds the CuTe-DSL grid)."""
+    """The cases for a release whose wrapper takes ``params``. Where ``backend`` is a parameter, every
+    backend this grid knows and every one ``release["backends"]`` lists: the release data is what the
+    check checks, so it never narrows the grid (a backend the wrapper refuses must be refused by the
+    fake with the same message; one it takes must have the wrapper's layout)."""
     if "backend" not in params:
         return _cuda_cases(params, None)
     out = []
-    for backend in release.get("backends", ()):
+    for backend in dict.fromkeys([*CUDA_BACKENDS, "cute-dsl", *release.get("backends", ())]):
         if backend in CUDA_BACKENDS:
             out += _cuda_cases(params, backend)
         elif backend == "cute-dsl":

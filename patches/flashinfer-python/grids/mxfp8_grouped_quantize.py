@@ -38,7 +38,8 @@ def cases(params, release):
         out.append({"name": name, "args": args, "kwargs": kwargs or {}, "kernel": None, **extra})
 
     mask = _t(4, dtype="int32")
-    backends = list(release.get("backends", ())) if "backend" in params else [None]
+    # every backend the grid knows and every one the release data lists: the data is what is checked
+    backends = list(dict.fromkeys([*KNOWN, *release.get("backends", ())])) if "backend" in params else [None]
     for backend in backends:
         kw = {} if backend is None else {"backend": backend}
         label = "" if backend is None else f"{backend} "
