@@ -276,6 +276,7 @@ def diff(
     quiet: QuietOpt = False,
     skip: SkipOpt = None,
     strict: StrictOpt = False,
+    stat: Annotated[bool, typer.Option("--stat", help="One line per file (lines added and removed, specs) instead of the whole diff.")] = False,
 ) -> None:
     """Print the unified diff of what `apply` would change. Writes nothing."""
 
@@ -291,6 +292,9 @@ def diff(
             return EXIT_OK
         if not plans:
             err.print("nothing to change: every selected spec is already applied")
+        if stat:
+            _print_lines(_diff_stat(plans))
+            return EXIT_OK
         for plan in plans:
             text = plan.unified_diff()
             if out.is_terminal:
@@ -386,6 +390,21 @@ def _print_changes(engine, selected) -> None:
                 err.print(f"fp4patch: {spec.id}: the code that differs from the nearest verified release:", markup=False)
                 sys.stderr.write(text)
                 sys.stderr.flush()
+
+
+def _diff_stat(plans) -> list[str]:
+    """``diff --stat``: per file ``path  +added -removed  (specs)``, aligned, then a total line."""
+    rows = []
+    for plan in plans:
+        lines = plan.unified_diff().splitlines()
+        added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+        removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+        rows.append((plan.relative, f"+{added} -{removed}", ", ".join(plan.specs), added, removed))
+    width = max((len(r[0]) for r in rows), default=0)
+    numbers = max((len(r[1]) for r in rows), default=0)
+    out = [f"  {r[0]:<{width}}  {r[1]:<{numbers}}  {r[2]}" for r in rows]
+    out.append(f"{len(rows)} file(s), +{sum(r[3] for r in rows)} -{sum(r[4] for r in rows)} lines; `fp4patch diff` without --stat prints them")
+    return out
 
 
 def _required(selected, spec_ids: list[str] | None, strict: bool) -> frozenset[str]:

@@ -391,3 +391,12 @@ def test_a_failing_sdist_build_reports_the_backend_s_error(tmp_path: Path, monke
         fetch("fp4patch-broken-demo", "1.0", cache=tmp_path / "cache")
     message = str(caught.value)
     assert "RuntimeError: fp4patch-test: this sdist cannot be built" in message and "See above" not in message, message
+
+
+def test_diff_stat_counts_the_lines_of_the_whole_diff(site_060: Path) -> None:
+    whole = run_cli("diff", *sp(site_060), check=True).stdout
+    stat = run_cli("diff", "--stat", *sp(site_060), check=True).stdout.splitlines()
+    files = re.findall(r"(?m)^\+\+\+ b/(\S+)", whole)
+    assert [line.split()[0] for line in stat[:-1]] == files
+    added = sum(1 for line in whole.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    assert stat[-1].startswith(f"{len(files)} file(s), +{added} -0 lines") and "without --stat" in stat[-1]
