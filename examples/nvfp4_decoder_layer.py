@@ -10,10 +10,13 @@ Dynamo stops at the first FlashInfer call (its JIT module loader). The layer:
 
 Shapes: ``x`` is ``[M, hidden]`` bf16; NVFP4 weights are packed uint8 ``[N, K/2]`` with float8_e4m3fn
 block scales ``[N, K/16]``; the MoE weights are per expert. On a Blackwell GPU (sm100), build the layer
-with :func:`random_layer` and call it; the test ``tests/test_example_decoder_layer.py`` compiles it on
-CPU with fake CUDA tensors for FlashInfer 0.6.0 and 0.7.4 and checks it is one graph.
+with :func:`random_layer` and call it; anywhere else :func:`compile_on_fake_cuda` compiles it on CPU,
+on fake CUDA tensors with the device queries stubbed (fp4patch's scan probe), and reports its graphs
+and fp4patch op nodes — what ``tests/test_example_decoder_layer.py`` checks for FlashInfer 0.6.0 and 0.7.4.
 
-Run: ``python examples/nvfp4_decoder_layer.py`` (needs an sm100 GPU and a patched FlashInfer).
+Run: ``python examples/nvfp4_decoder_layer.py`` in the environment fp4patch patched: on an sm100 GPU
+it compiles and runs the layer (``mode="reduce-overhead"``: CUDA graphs); on a CPU machine (or another
+GPU) it compiles it on fake CUDA tensors and prints the graph's fp4patch op nodes. It says which it did.
 """
 
 from __future__ import annotations
@@ -126,8 +129,71 @@ def random_layer(hidden: int = 1024, intermediate: int = 512, experts: int = 8, 
     return NVFP4DecoderLayer(weights, hidden, intermediate, experts, top_k)
 
 
+def _scan_probe():
+    """fp4patch's scan probe (its CPU stand-ins for the device queries), from the installed fp4patch or
+    from the checkout this example lives in."""
+    import importlib.util
+    from pathlib import Path
+
+    found = importlib.util.find_spec("fp4patch")
+    base = Path(found.origin).parent if found and found.origin else Path(__file__).resolve().parent.parent / "fp4patch"
+    spec = importlib.util.spec_from_file_location("_fp4patch_scan_probe", base / "scan_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_on_fake_cuda(hidden: int = 1024, intermediate: int = 512, experts: int = 8, top_k: int = 2, tokens: int = 8) -> dict:
+    """Compile the layer with ``fullgraph=True`` on CPU, on fake CUDA tensors (no GPU, no kernel runs).
+
+    Returns ``{"graphs": int, "ops": [fp4patch op node targets], "error": first line or None,
+    "shape": output shape or None}``. The device queries are answered by fp4patch's scan probe
+    stand-ins (an SM100 device), installed for the rest of the process; FlashInfer is imported first.
+    """
+    _scan_probe().install_device_stubs(torch)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    error, shape = None, None
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        weights = {}
+        for name, (dims, dtype) in weight_shapes(hidden, intermediate, experts).items():
+            weights[name] = torch.empty(dims, dtype=torch.uint8 if dtype == torch.float8_e4m3fn else dtype, device="cuda").view(dtype)
+        layer = NVFP4DecoderLayer(weights, hidden, intermediate, experts, top_k)
+        x = torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        try:
+            shape = list(torch.compile(layer, fullgraph=True, backend=record)(x).shape)
+        except Exception as exc:  # noqa: BLE001 - reported, as Dynamo's first line
+            error = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])
+    ops = [str(n.target) for g in graphs for n in g.graph.nodes if n.op == "call_function" and str(n.target).startswith("fp4patch.")]
+    return {"graphs": len(graphs), "ops": ops, "error": error, "shape": shape}
+
+
+def main() -> int:
+    """Run on an sm100 GPU, else compile on fake CUDA tensors; print which, and the result. Exit 1 on failure."""
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() >= (10, 0):
+        layer = random_layer()
+        x = torch.randn(8, layer.hidden, device="cuda", dtype=torch.bfloat16)
+        compiled = torch.compile(layer, fullgraph=True, mode="reduce-overhead")
+        print(f"ran on {torch.cuda.get_device_name()} (sm{''.join(map(str, torch.cuda.get_device_capability()))}): "
+              f"compiled with fullgraph=True and CUDA graphs, output {tuple(compiled(x).shape)}")
+        return 0
+    why = "no CUDA device" if not torch.cuda.is_available() else f"sm{''.join(map(str, torch.cuda.get_device_capability()))} (mm_fp4 needs sm100)"
+    result = compile_on_fake_cuda()
+    print(f"{why}: compiled on CPU with fake CUDA tensors (no kernel runs)")
+    if result["error"]:
+        print(f"not one graph: {result['error']} (is this FlashInfer patched? `fp4patch apply`)")
+        return 1
+    print(f"{result['graphs']} graph, output {result['shape']}; fp4patch op nodes:")
+    for op in result["ops"]:
+        print(f"  {op}")
+    return 0 if result["graphs"] == 1 else 1
+
+
 if __name__ == "__main__":
-    layer = random_layer()
-    x = torch.randn(8, layer.hidden, device="cuda", dtype=torch.bfloat16)
-    compiled = torch.compile(layer, fullgraph=True, mode="reduce-overhead")
-    print(compiled(x).shape)
+    raise SystemExit(main())
