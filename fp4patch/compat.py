@@ -233,6 +233,23 @@ def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str,
 
 
 # ---------------------------------------------------------------------------- replay: each release as if unseen
+def cut_catalog(full: Catalog, version) -> Catalog:
+    """``full`` as fp4patch had it before ``version`` was released: the releases before it, and the
+    evidence of those releases only."""
+    from .catalog import Evidence
+
+    return Catalog(
+        full.distribution,
+        [r for r in full.releases if r.version < version],
+        full.path,
+        {
+            k: [Evidence(e.target, tuple(r for r in e.releases if r < version), e.code, e.signature) for e in entries if any(r < version for r in e.releases)]
+            for k, entries in full.evidence.items()
+        },
+    )
+
+
+
 def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     """What fp4patch would have done on ``version`` had it been unseen: the catalog cut before it
     (releases and evidence of ``version`` and later removed), each default spec resolved by code
@@ -243,7 +260,6 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     ``different-block`` or ``-`` (nothing applied)."""
     from packaging.version import Version
 
-    from .catalog import Catalog, Evidence
     from .evidence import CHANGED, CHECKED, NEEDS_CHECK as NEEDS
     from .states import DRIFTED as DRIFT, NOT_NEEDED as IDLE, OBSOLETE as GONE
 
@@ -251,15 +267,7 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     started = time.monotonic()
     v = Version(version)
     full = load_catalog("flashinfer-python", Path(specs_dir) if specs_dir else None)
-    cut = Catalog(
-        full.distribution,
-        [r for r in full.releases if r.version < v],
-        full.path,
-        {
-            k: [Evidence(e.target, tuple(r for r in e.releases if r < v), e.code, e.signature) for e in entries if any(r < v for r in e.releases)]
-            for k, entries in full.evidence.items()
-        },
-    )
+    cut = cut_catalog(full, v)
     specs = load_specs(Path(specs_dir) if specs_dir else None)
     default = select_specs(specs, None)
     out: dict[str, Any] = {"version": version, "specs": {}, "error": ""}

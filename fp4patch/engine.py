@@ -524,7 +524,10 @@ class Engine:
             return {}
         from .cpu_check import check
 
-        outcome = check(self, needs, [s for s in specs if s.id not in {n.id for n in needs}] + needs, required)
+        # the copy gets what would apply with them: not a spec that is drifted, declared or not targeted here
+        # (apply refuses those itself, and a user leaves them out with --skip: the check must still answer)
+        others = [s for s in specs if s.id not in {n.id for n in needs} and self.report(s).state in (APPLICABLE, APPLIED)]
+        outcome = check(self, needs, others + needs, required)
         self.checked.update(outcome)
         return outcome
 

@@ -215,6 +215,11 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
         release = str(_nearest_release(entry, version))
         changes += installed.changed(entry.code)
         edited = edited_function(target)
+        if edited:
+            where, nodes = reader.locate(*edited)
+            if nodes and where != edited[0]:  # the module imports it now: upstream moved the function
+                moved = f"{edited[1]}() is no longer defined in {edited[0]}: this release defines it in {where} (a new target is needed)"
+                return Resolution(targets, Basis(CHANGED, v, release, (moved,), "+".join(digests), _label(targets)))
         if edited and entry.signature:
             now = installed_signature(reader, target)
             verified = [list(row) for row in entry.signature]
