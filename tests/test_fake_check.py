@@ -203,3 +203,39 @@ def test_probe_oracle_and_grids_import_only_the_standard_library() -> None:
                 assert node.level == 0 and not (node.module or "").startswith("fp4patch"), f"{path.name}:{node.lineno}"
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("fp4patch") for a in node.names), f"{path.name}:{node.lineno}"
+
+
+def _wheel_releases() -> list[str]:
+    from fp4patch.catalog import load_catalog
+
+    return [str(r.version) for r in load_catalog().releases if r.archive == "wheel"]
+
+
+@pytest.mark.torch
+@needs_torch
+@pytest.mark.eras
+@pytest.mark.parametrize("version", _wheel_releases())
+def test_every_wheel_release_passes_the_fake_check_on_its_own_targets(version: str, tmp_path_factory) -> None:
+    """On every wheel release (``make test-eras``), each op with a case grid passes the product's check
+    on the release's own target: a grid or stub gap there would refuse a release fp4patch does not know
+    for nothing (0.7.2's Cake launcher, imported by the kernel entry, was one)."""
+    from fp4patch.states import APPLIED
+
+    site = applied_site(version, tmp_path_factory)
+    import json
+
+    from .conftest import run_cli
+
+    status = {r["id"]: r["state"] for r in json.loads(run_cli("status", "--site-packages", str(site), "--json", check=True).stdout)["specs"]}
+    requests = []
+    for spec_id, spec in op_grids.specs().items():
+        if status.get(spec_id) != APPLIED:
+            continue
+        for target in spec.targets_for(version):
+            if not target.status:
+                requests += [r for r in requests_for(spec, target) if r.grid.is_file()]
+    if not requests:
+        pytest.skip(f"no op with a case grid is applied on {version}")
+    results = run_fake_check(from_site_packages(site), site, requests)
+    bad = {f: r for f, r in results.items() if not r.ok}
+    assert not bad, f"{version}: " + "; ".join(f"{f}: {r.error or r.failures[:2] or r.unchecked[:2] or r.not_visible[:2]}" for f, r in bad.items())

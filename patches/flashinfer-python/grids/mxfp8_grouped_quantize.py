@@ -76,7 +76,11 @@ def stubs(oracle, recorder, flashinfer):
         launchers[module.__name__ + ":cake_grouped_mxfp8_quantize_launch"] = recorder.cake_grouped_mxfp8_quantize_launch
     elif importlib.util.find_spec("flashinfer.jit.cake_grouped_mxfp8_quantize") is not None:
         cake = "flashinfer.jit.cake_grouped_mxfp8_quantize"
+        jit = importlib.import_module(cake)
         launchers[cake + ":is_cake_grouped_mxfp8_quantize_available"] = lambda *a: True
-        launchers[cake + ":get_cake_grouped_mxfp8_quantize_module"] = lambda *a: recorder
+        if hasattr(jit, "get_cake_grouped_mxfp8_quantize_module"):  # 0.7.0 - 0.7.1: a loaded module's run()
+            launchers[cake + ":get_cake_grouped_mxfp8_quantize_module"] = lambda *a: recorder
+        if hasattr(jit, "cake_grouped_mxfp8_quantize_launch"):  # 0.7.2 - 0.7.2.post1: a launcher the kernel entry imports
+            launchers[cake + ":cake_grouped_mxfp8_quantize_launch"] = recorder.cake_grouped_mxfp8_quantize_launch
     with oracle.modules_injected(injected), oracle.replaced(launchers):
         yield
