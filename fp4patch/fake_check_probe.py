@@ -86,10 +86,13 @@ class CaseError(Exception):
 def build(value, module, oracle, torch):
     """A case value as the call takes it: ``{"t": dims, "dtype": name}`` (+ ``"T": True``: the last two
     dims transposed, a column-major view; + ``"stride"``) a fake CUDA tensor, ``{"enum": "Cls.member"}``
-    the member of ``Cls`` in the wrapper's ``module``, a list element-wise, anything else as it is."""
+    the member of ``Cls`` in the wrapper's ``module``, ``{"dtype": name}`` alone the ``torch.dtype`` (an
+    ``out_dtype=torch.bfloat16`` argument), a list element-wise, anything else as it is."""
     if isinstance(value, dict) and "t" in value:
         t = oracle.cuda_tensor(tuple(value["t"]), getattr(torch, value["dtype"]), tuple(value["stride"]) if "stride" in value else None)
         return t.transpose(-2, -1) if value.get("T") else t
+    if isinstance(value, dict) and set(value) == {"dtype"}:
+        return getattr(torch, value["dtype"])
     if isinstance(value, dict) and "enum" in value:
         cls, member = value["enum"].split(".")
         return getattr(getattr(module, cls), member)
