@@ -134,8 +134,8 @@ def not_visible(real, fake, kernels):
 
 
 def run_case(case, fn, module, fake, oracle, torch, recorder):
-    """One grid case: ``{"name", "status", "real", "fake", "kernels"}`` (``reason`` for an unchecked one and a
-    not-visible one with ``kernel_outputs``).
+    """One grid case: ``{"name", "status", "real", "fake", "kernels", "fake_kernels"}`` (the kernels the wrapper
+    and the fake launched; ``reason`` for an unchecked one and a not-visible one with ``kernel_outputs``).
 
     ``status``: ``passed``, ``failed``, ``not-visible``, ``kernel`` (run, not compared), ``unchecked``
     (not run). Raises :class:`CaseError` for a case the grid wrote wrongly.
@@ -143,7 +143,7 @@ def run_case(case, fn, module, fake, oracle, torch, recorder):
     unknown = sorted(set(case) - CASE_KEYS)
     if unknown or "name" not in case:
         raise CaseError(f"case {case.get('name')!r}: unknown key(s) {', '.join(unknown) or '(no name)'}")
-    record = {"name": case["name"], "status": "unchecked", "real": None, "fake": None, "kernels": []}
+    record = {"name": case["name"], "status": "unchecked", "real": None, "fake": None, "kernels": [], "fake_kernels": []}
     if case.get("unchecked"):
         record["reason"] = str(case["unchecked"])
         return record
@@ -165,7 +165,9 @@ def run_case(case, fn, module, fake, oracle, torch, recorder):
         launched = len(recorder.calls)
         record["real"] = oracle.call_outcome(fn, args, kwargs, inputs)
         record["kernels"] = recorder.names()[launched:]
+        launched = len(recorder.calls)
         record["fake"] = oracle.call_outcome(fake, (), dict(bound.arguments), inputs)
+        record["fake_kernels"] = recorder.names()[launched:]
     if case.get("kernel") is not None:
         record["status"] = "kernel"
     elif record["real"] == record["fake"]:
