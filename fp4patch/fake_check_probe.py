@@ -89,7 +89,7 @@ class CaseError(Exception):
 def build(value, module, oracle, torch):
     """A case value as the call takes it: ``{"t": dims, "dtype": name}`` (+ ``"T": True``: the last two
     dims transposed, a column-major view; + ``"stride"``) a fake CUDA tensor, ``{"enum": "Cls.member"}``
-    the member of ``Cls`` in the wrapper's ``module``, ``{"dtype": name}`` alone the ``torch.dtype`` (an
+    the member of ``Cls`` in the wrapper's ``module`` (else in the ``flashinfer`` package), ``{"dtype": name}`` alone the ``torch.dtype`` (an
     ``out_dtype=torch.bfloat16`` argument), ``{"tuple": [...]}`` a tuple of those, a list element-wise, anything else as it is."""
     if isinstance(value, dict) and "t" in value:
         t = oracle.cuda_tensor(tuple(value["t"]), getattr(torch, value["dtype"]), tuple(value["stride"]) if "stride" in value else None)
@@ -98,7 +98,10 @@ def build(value, module, oracle, torch):
         return getattr(torch, value["dtype"])
     if isinstance(value, dict) and "enum" in value:
         cls, member = value["enum"].split(".")
-        return getattr(getattr(module, cls), member)
+        owner = getattr(module, cls, None)
+        if owner is None:  # the public package: enums moved (flashinfer/tllm_enums.py, 0.6.8+) and not all are imported back
+            owner = getattr(sys.modules.get("flashinfer"), cls)
+        return getattr(owner, member)
     if isinstance(value, dict) and set(value) == {"tuple"}:
         return tuple(build(v, module, oracle, torch) for v in value["tuple"])
     if isinstance(value, list):
