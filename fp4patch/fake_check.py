@@ -140,7 +140,7 @@ def describe_failure(case: str, real: Any, fake: Any, outputs: list[str] | tuple
 
     ``real`` / ``fake`` are the probe's outcomes (``{"ok": metadata}`` / ``{"error": [class, line]}``; ``real``
     None for a refusal case, where only the fake ran); ``outputs`` names the top-level outputs
-    (``OUTPUTS`` of the grid).
+    (``OUTPUTS`` of the grid; one name for a wrapper that returns a single tensor).
     """
     if real is None:
         return f"{case}: the fake should refuse this call (an fp4patch error) but {_show(fake)}"
@@ -150,7 +150,10 @@ def describe_failure(case: str, real: Any, fake: Any, outputs: list[str] | tuple
             for (path, a), (_, b) in zip(ours, theirs):
                 if a != b:
                     where = ".".join(str(i) for i in path) or "0"
-                    name = outputs[path[0]] if path and path[0] < len(outputs) else ""
+                    if path:
+                        name = outputs[path[0]] if path[0] < len(outputs) else ""
+                    else:  # the wrapper returns one tensor, not a list (mm_fp4's out)
+                        name = outputs[0] if len(outputs) == 1 else ""
                     label = f"output {where}" + (f" ({name})" if name else "")
                     return f"{case}: {label}: wrapper {_show_leaf(a)}, fake {_show_leaf(b)}"
         return f"{case}: wrapper returned {len(ours)} output(s), fake {len(theirs)}: wrapper {_show(real)}; fake {_show(fake)}"
