@@ -64,6 +64,8 @@ class FakeCheckResult:
             not visible on CPU): not checked.
         unchecked: ``"case: reason"`` for each case the grid says cannot be checked on CPU.
         error: why the function could not be checked at all ("" when it was).
+        reasons: case name -> the grid's reason (its ``kernel_outputs``) for each ``not_visible`` case that
+            gives one (read from the grid in this process: the probe's JSON carries the names alone).
     """
 
     ok: bool
@@ -74,6 +76,7 @@ class FakeCheckResult:
     not_visible: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     error: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One phrase for a failed check: the error, the first differing case, the cases whose
@@ -86,7 +89,9 @@ class FakeCheckResult:
             more = f" (and {len(self.failures) - 1} more of {self.compared} compared cases)" if len(self.failures) > 1 else ""
             return f"the fake differs from the wrapper's own allocation: {self.failures[0]}{more}"
         if self.not_visible:
-            return f"the outputs of {self.not_visible[0]!r} come from the kernel, which the CPU cannot see ({len(self.not_visible)} case(s))"
+            first = self.not_visible[0]
+            why = f"{self.reasons[first]}; " if first in self.reasons else ""
+            return f"the outputs of {first!r} come from the kernel, which the CPU cannot see ({why}{len(self.not_visible)} case(s))"
         return f"not checkable on CPU: {self.unchecked[0]}"
 
 
@@ -206,4 +211,23 @@ def run_fake_check(env: TargetEnvironment, site_packages: Path, requests: list[F
     for item in sent:
         summary = answer.get("functions", {}).get(item["function"])
         results[item["function"]] = _result(summary) if summary is not None else FakeCheckResult(ok=False, error="the probe reported nothing")
+    for request in requests:
+        if results[request.function].not_visible:
+            results[request.function].reasons = _kernel_output_reasons(request, results[request.function].not_visible)
     return {r.function: results[r.function] for r in requests}
+
+
+def _kernel_output_reasons(request: FakeCheckRequest, names: list[str]) -> dict[str, str]:
+    """The grid's ``kernel_outputs`` reason of each case in ``names`` that has one (the grid loaded by path
+    here: it imports only the standard library at module level); {} when the grid cannot say."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location(f"_fp4patch_grid_reasons_{request.function}", request.grid)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases = module.cases(frozenset(request.params), dict(request.release))
+    except Exception:  # noqa: BLE001 - the names stand without reasons
+        return {}
+    wanted = set(names)
+    return {c["name"]: str(c["kernel_outputs"]) for c in cases if c.get("name") in wanted and c.get("kernel_outputs")}

@@ -109,7 +109,8 @@ def _check_gemm_and_moe(version: str, results: dict) -> None:
         refused_first = declared - set(r.not_visible)
         assert all(any(w in n for w in ("valid_hidden_size", "output=", "M=0", "(ids, weights)")) for n in refused_first), refused_first
         assert r.compared - len(r.not_visible) >= len(grid) - len(declared) >= 30
-        assert "come from the kernel" in r.summary()
+        assert "come from the kernel" in r.summary() and "C++ launcher" in r.summary(), r.summary()
+        assert set(r.reasons) == set(r.not_visible)  # each with the grid's reason
 
 
 # Edits of FlashInfer 0.7.4's own source (flashinfer/), each (file, text, replacement).
