@@ -64,6 +64,8 @@ class FakeCheckResult:
             not visible on CPU): not checked.
         unchecked: ``"case: reason"`` for each case the grid says cannot be checked on CPU.
         error: why the function could not be checked at all ("" when it was).
+        reasons: case name -> the grid's reason (its ``kernel_outputs``) for each ``not_visible`` case that
+            gives one (read from the grid in this process: the probe's JSON carries the names alone).
     """
 
     ok: bool
@@ -74,6 +76,7 @@ class FakeCheckResult:
     not_visible: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     error: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One phrase for a failed check: the error, the first differing case, the cases whose
@@ -86,7 +89,9 @@ class FakeCheckResult:
             more = f" (and {len(self.failures) - 1} more of {self.compared} compared cases)" if len(self.failures) > 1 else ""
             return f"the fake differs from the wrapper's own allocation: {self.failures[0]}{more}"
         if self.not_visible:
-            return f"the outputs of {self.not_visible[0]!r} come from the kernel, which the CPU cannot see ({len(self.not_visible)} case(s))"
+            first = self.not_visible[0]
+            why = f"{self.reasons[first]}; " if first in self.reasons else ""
+            return f"the outputs of {first!r} come from the kernel, which the CPU cannot see ({why}{len(self.not_visible)} case(s))"
         return f"not checkable on CPU: {self.unchecked[0]}"
 
 
@@ -140,7 +145,7 @@ def describe_failure(case: str, real: Any, fake: Any, outputs: list[str] | tuple
 
     ``real`` / ``fake`` are the probe's outcomes (``{"ok": metadata}`` / ``{"error": [class, line]}``; ``real``
     None for a refusal case, where only the fake ran); ``outputs`` names the top-level outputs
-    (``OUTPUTS`` of the grid).
+    (``OUTPUTS`` of the grid; one name for a wrapper that returns a single tensor).
     """
     if real is None:
         return f"{case}: the fake should refuse this call (an fp4patch error) but {_show(fake)}"
@@ -150,7 +155,10 @@ def describe_failure(case: str, real: Any, fake: Any, outputs: list[str] | tuple
             for (path, a), (_, b) in zip(ours, theirs):
                 if a != b:
                     where = ".".join(str(i) for i in path) or "0"
-                    name = outputs[path[0]] if path and path[0] < len(outputs) else ""
+                    if path:
+                        name = outputs[path[0]] if path[0] < len(outputs) else ""
+                    else:  # the wrapper returns one tensor, not a list (mm_fp4's out)
+                        name = outputs[0] if len(outputs) == 1 else ""
                     label = f"output {where}" + (f" ({name})" if name else "")
                     return f"{case}: {label}: wrapper {_show_leaf(a)}, fake {_show_leaf(b)}"
         return f"{case}: wrapper returned {len(ours)} output(s), fake {len(theirs)}: wrapper {_show(real)}; fake {_show(fake)}"
@@ -203,4 +211,23 @@ def run_fake_check(env: TargetEnvironment, site_packages: Path, requests: list[F
     for item in sent:
         summary = answer.get("functions", {}).get(item["function"])
         results[item["function"]] = _result(summary) if summary is not None else FakeCheckResult(ok=False, error="the probe reported nothing")
+    for request in requests:
+        if results[request.function].not_visible:
+            results[request.function].reasons = _kernel_output_reasons(request, results[request.function].not_visible)
     return {r.function: results[r.function] for r in requests}
+
+
+def _kernel_output_reasons(request: FakeCheckRequest, names: list[str]) -> dict[str, str]:
+    """The grid's ``kernel_outputs`` reason of each case in ``names`` that has one (the grid loaded by path
+    here: it imports only the standard library at module level); {} when the grid cannot say."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location(f"_fp4patch_grid_reasons_{request.function}", request.grid)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases = module.cases(frozenset(request.params), dict(request.release))
+    except Exception:  # noqa: BLE001 - the names stand without reasons
+        return {}
+    wanted = set(names)
+    return {c["name"]: str(c["kernel_outputs"]) for c in cases if c.get("name") in wanted and c.get("kernel_outputs")}

@@ -35,7 +35,10 @@ starting ``fp4patch:``: the call is rejected at trace time, by design). A mismat
 result holds the return value of a kernel launch (the recorder returns None: the wrapper returned a
 ``None`` where the fake has a tensor, or failed with a ``TypeError``/``AttributeError`` on a
 ``NoneType``, after a launch) is reported as ``not_visible``: those outputs are allocated in C++, which
-the CPU cannot see.
+the CPU cannot see. So is any mismatch, after a launch, of a case with ``"kernel_outputs"`` (the grid's
+reason why some of the call's outputs come from the C++ kernel); its record carries the reason. A grid
+whose fakes give data-dependent sizes (``get_ctx().new_dynamic_size()``) sets ``DYNAMIC_OUTPUT_SIZES =
+True``: its cases run under a ``ShapeEnv``, and such a size reads ``"u0"``.
 
 Output (``--json``): ``{"flashinfer": version, "torch": version, "functions": {function: {"cases": n,
 "compared": n, "skipped_kernel": n, "unchecked": [{"case", "reason"}], "not_visible": [case names],
@@ -58,7 +61,7 @@ import sys
 import traceback
 
 #: Keys a grid case may hold (see docs/spec-format.md, "Case grids").
-CASE_KEYS = {"name", "args", "kwargs", "kernel", "unchecked", "refused", "env", "device"}
+CASE_KEYS = {"name", "args", "kwargs", "kernel", "unchecked", "refused", "env", "device", "kernel_outputs"}
 
 
 def load_by_path(path, name):
@@ -86,13 +89,21 @@ class CaseError(Exception):
 def build(value, module, oracle, torch):
     """A case value as the call takes it: ``{"t": dims, "dtype": name}`` (+ ``"T": True``: the last two
     dims transposed, a column-major view; + ``"stride"``) a fake CUDA tensor, ``{"enum": "Cls.member"}``
-    the member of ``Cls`` in the wrapper's ``module``, a list element-wise, anything else as it is."""
+    the member of ``Cls`` in the wrapper's ``module`` (else in the ``flashinfer`` package), ``{"dtype": name}`` alone the ``torch.dtype`` (an
+    ``out_dtype=torch.bfloat16`` argument), ``{"tuple": [...]}`` a tuple of those, a list element-wise, anything else as it is."""
     if isinstance(value, dict) and "t" in value:
         t = oracle.cuda_tensor(tuple(value["t"]), getattr(torch, value["dtype"]), tuple(value["stride"]) if "stride" in value else None)
         return t.transpose(-2, -1) if value.get("T") else t
+    if isinstance(value, dict) and set(value) == {"dtype"}:
+        return getattr(torch, value["dtype"])
     if isinstance(value, dict) and "enum" in value:
         cls, member = value["enum"].split(".")
-        return getattr(getattr(module, cls), member)
+        owner = getattr(module, cls, None)
+        if owner is None:  # the public package: enums moved (flashinfer/tllm_enums.py, 0.6.8+) and not all are imported back
+            owner = getattr(sys.modules.get("flashinfer"), cls)
+        return getattr(owner, member)
+    if isinstance(value, dict) and set(value) == {"tuple"}:
+        return tuple(build(v, module, oracle, torch) for v in value["tuple"])
     if isinstance(value, list):
         return [build(v, module, oracle, torch) for v in value]
     return value
@@ -126,7 +137,8 @@ def not_visible(real, fake, kernels):
 
 
 def run_case(case, fn, module, fake, oracle, torch, recorder):
-    """One grid case: ``{"name", "status", "real", "fake", "kernels"}`` (``reason`` for an unchecked one).
+    """One grid case: ``{"name", "status", "real", "fake", "kernels", "fake_kernels"}`` (the kernels the wrapper
+    and the fake launched; ``reason`` for an unchecked one and a not-visible one with ``kernel_outputs``).
 
     ``status``: ``passed``, ``failed``, ``not-visible``, ``kernel`` (run, not compared), ``unchecked``
     (not run). Raises :class:`CaseError` for a case the grid wrote wrongly.
@@ -134,7 +146,7 @@ def run_case(case, fn, module, fake, oracle, torch, recorder):
     unknown = sorted(set(case) - CASE_KEYS)
     if unknown or "name" not in case:
         raise CaseError(f"case {case.get('name')!r}: unknown key(s) {', '.join(unknown) or '(no name)'}")
-    record = {"name": case["name"], "status": "unchecked", "real": None, "fake": None, "kernels": []}
+    record = {"name": case["name"], "status": "unchecked", "real": None, "fake": None, "kernels": [], "fake_kernels": []}
     if case.get("unchecked"):
         record["reason"] = str(case["unchecked"])
         return record
@@ -156,13 +168,17 @@ def run_case(case, fn, module, fake, oracle, torch, recorder):
         launched = len(recorder.calls)
         record["real"] = oracle.call_outcome(fn, args, kwargs, inputs)
         record["kernels"] = recorder.names()[launched:]
+        launched = len(recorder.calls)
         record["fake"] = oracle.call_outcome(fake, (), dict(bound.arguments), inputs)
+        record["fake_kernels"] = recorder.names()[launched:]
     if case.get("kernel") is not None:
         record["status"] = "kernel"
     elif record["real"] == record["fake"]:
         record["status"] = "passed"
-    elif not_visible(record["real"], record["fake"], record["kernels"]):
+    elif not_visible(record["real"], record["fake"], record["kernels"]) or (case.get("kernel_outputs") and record["kernels"]):
         record["status"] = "not-visible"
+        if case.get("kernel_outputs"):
+            record["reason"] = str(case["kernel_outputs"])
     else:
         record["status"] = "failed"
     return record
@@ -199,7 +215,12 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             if fake is None:
                 raise CaseError(f"{module.__name__} holds no _fp4patch_{function}_entry: run fp4patch apply first (or its op could not be registered)")
         stubs = grid.stubs(oracle, recorder, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
-        with stubs, oracle.fake_mode(), oracle.fake_cuda_indexing(), oracle.fake_cuda_contiguous():
+        shape_env = None
+        if getattr(grid, "DYNAMIC_OUTPUT_SIZES", False):  # a fake gives a data-dependent size (get_ctx().new_dynamic_size())
+            from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+            shape_env = ShapeEnv()
+        with stubs, oracle.fake_mode(shape_env), oracle.fake_cuda_indexing(), oracle.fake_cuda_contiguous():
             for case in cases:
                 records.append(run_case(case, fn, module, fake, oracle, torch, recorder))
     except Exception as exc:  # noqa: BLE001 - reported as the function's error, with where it happened

@@ -2,12 +2,16 @@
 
 * With the default specs applied to the real 0.6.0 and 0.7.4 wheels, ``run_fake_check`` passes for each
   quantizer op there (``fp4_quantize`` with its CUDA and CuTe-DSL paths, the batched / grouped / experts
-  NVFP4 and MXFP8 quantizers), every case of its grid compared or deliberately skipped.
+  NVFP4 and MXFP8 quantizers), every case of its grid compared or deliberately skipped; and for
+  ``mm_fp4``, ``bmm_fp8`` and ``cutlass_fused_moe``. The two TRT-LLM-Gen MoE ops do not pass there, by
+  design: every case is compared and agrees but the unfinalized calls, whose outputs the C++ launcher
+  allocates; those come out not visible, with the grid's reason.
 * On a synthetic release (a copy of the applied 0.7.4 with FlashInfer's own source edited) it fails for a
   changed output allocation the fake mirrors (the swizzled scale-factor padding of
-  ``nvfp4_batched_quantize``'s kernel entry, ``mxfp8_quantize``'s linear scale-factor size), naming the
-  output that differs, and still passes where the edit is one the fake does not depend on (a comment and a
-  log line in ``fp4_quantize`` and ``mxfp8_grouped_quantize``).
+  ``nvfp4_batched_quantize``'s kernel entry, ``mxfp8_quantize``'s linear scale-factor size, ``mm_fp4``'s
+  ``out`` allocated column-major, the finalized TRT-LLM-Gen MoE output allocated in fp16), naming the output
+  that differs, and still passes where the edit is one the fake does not depend on (a comment and a log
+  line in ``fp4_quantize``, ``mxfp8_grouped_quantize``, ``bmm_fp8`` and ``cutlass_fused_moe``).
 * The parts that need no FlashInfer: a request without a grid, the failure lines, the requests built from
   the specs, and the rule that the probe, the oracle and the grids import nothing of fp4patch.
 
@@ -35,6 +39,10 @@ from .conftest import REPO, applied_site
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)")
 GRIDS = REPO / "patches" / "flashinfer-python" / "grids"
+#: the custom ops beyond the quantizers: the GEMMs and the MoE layers
+GEMM_MOE = ["mm_fp4", "bmm_fp8", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe"]
+#: those whose unfinalized outputs come from the C++ launcher (not visible on CPU)
+TRTLLM = GEMM_MOE[2:4]
 QUANTIZERS = [
     "fp4_quantize",
     "nvfp4_batched_quantize",
@@ -61,13 +69,13 @@ def _requests(version: str, functions: list[str] = QUANTIZERS) -> list[FakeCheck
 @needs_torch
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
 def test_default_specs_pass_the_fake_check(version: str, tmp_path_factory) -> None:
-    site = applied_site(version, tmp_path_factory)
     requests = _requests(version)
     present = [r.function for r in requests]
     # 0.6.0 predates the grouped MXFP8 quantizers (0.6.14, 0.7.4): their specs declare it not-needed
     assert present == (QUANTIZERS if version == "0.7.4" else [f for f in QUANTIZERS if "mxfp8_" not in f or f == "mxfp8_quantize"])
-    results = run_fake_check(from_site_packages(site), site, requests)
-    assert list(results) == present
+    site = applied_site(version, tmp_path_factory)
+    results = run_fake_check(from_site_packages(site), site, requests + _requests(version, GEMM_MOE))  # one probe child
+    assert list(results) == present + GEMM_MOE
     for request in requests:
         r = results[request.function]
         assert r.ok, f"{version} {request.function}: {r}"
@@ -76,27 +84,70 @@ def test_default_specs_pass_the_fake_check(version: str, tmp_path_factory) -> No
         assert r.skipped_kernel == sum(1 for c in grid if c.get("kernel") is not None)
     if version == "0.7.4":  # the CuTe-DSL grid ran too (the TMA sizes, the environment, SM107)
         assert results["fp4_quantize"].compared > 1000
+    _check_gemm_and_moe(version, results)
 
 
-# Edits of FlashInfer 0.7.4's own source (flashinfer/quantization/), each (file, text, replacement, count).
+def _check_gemm_and_moe(version: str, results: dict) -> None:
+    """The GEMM ops and cutlass_fused_moe pass; the TRT-LLM-Gen MoE ops pass every case the CPU can see and
+    report the rest (the unfinalized calls the wrapper accepts) as not visible, with the grid's reason."""
+    requests = _requests(version, GEMM_MOE)
+    assert [r.function for r in requests] == GEMM_MOE
+    for request in requests:
+        r = results[request.function]
+        grid = op_grids.grid_module(request.grid).cases(frozenset(request.params), request.release)
+        assert not r.error and not r.failures and not r.unchecked, f"{version} {request.function}: {r}"
+        assert r.cases == len(grid) and r.compared == r.cases and r.skipped_kernel == 0, r
+        if request.function not in TRTLLM:
+            assert r.ok and not r.not_visible, f"{version} {request.function}: {r}"
+            continue
+        declared = {c["name"] for c in grid if c.get("kernel_outputs")}
+        unfinalized = {c["name"] for c in grid if not c["kwargs"].get("do_finalize", True)}
+        assert declared == unfinalized, "every do_finalize=False call says its outputs come from the kernel"
+        assert not r.ok and r.not_visible and set(r.not_visible) <= declared, r.not_visible
+        # what the wrapper refuses in Python before the kernel is compared, unfinalized too (an output= or
+        # valid_hidden_size it checks, no tokens where the release refuses them, a tuple it does not take)
+        refused_first = declared - set(r.not_visible)
+        assert all(any(w in n for w in ("valid_hidden_size", "output=", "M=0", "(ids, weights)")) for n in refused_first), refused_first
+        assert r.compared - len(r.not_visible) >= len(grid) - len(declared) >= 30
+        assert "come from the kernel" in r.summary() and "C++ launcher" in r.summary(), r.summary()
+        assert set(r.reasons) == set(r.not_visible)  # each with the grid's reason
+
+
+# Edits of FlashInfer 0.7.4's own source (flashinfer/), each (file, text, replacement).
 CHANGED_ALLOCATION = [
     # nvfp4_batched_quantize's kernel entry fp4_batched_quantize_sm100: the scale factors' rows padded to 8, not 128
-    ("fp4_quantization.py", "(b, _compute_swizzled_layout_sf_size(m, k // sf_vec_size, 128)),",
+    ("quantization/fp4_quantization.py", "(b, _compute_swizzled_layout_sf_size(m, k // sf_vec_size, 128)),",
      "(b, _compute_swizzled_layout_sf_size(m, k // sf_vec_size, 8)),"),
     # mxfp8_quantize's kernel entry mxfp8_quantize_sm100: a linear layout of twice the scale factors
-    ("fp8_quantization.py", "                out_sf_size = m * padded_k // 32\n", "                out_sf_size = m * padded_k // 16\n"),
+    ("quantization/fp8_quantization.py", "                out_sf_size = m * padded_k // 32\n", "                out_sf_size = m * padded_k // 16\n"),
+    # mm_fp4's own out= allocation: column-major (N, M) transposed, where the fake allocates (M, N) row-major
+    ("gemm/gemm_base.py",
+     ("            (a.shape[0], b.shape[1]),\n            device=a.device,\n            dtype=out_dtype,\n        )\n\n"
+      "    workspace_buffer = _get_stream_cache_buf(\n        \"mm_fp4_workspace\","),
+     ("            (b.shape[1], a.shape[0]),\n            device=a.device,\n            dtype=out_dtype,\n        ).t()\n\n"
+      "    workspace_buffer = _get_stream_cache_buf(\n        \"mm_fp4_workspace\",")),
+    # the TRT-LLM-Gen MoE wrappers' finalized output (fused_moe/shared/inputs.py alloc_trtllm_moe_output): fp16, not bf16
+    ("fused_moe/shared/inputs.py", "    dtype: torch.dtype = torch.bfloat16,\n) -> torch.Tensor:\n    \"\"\"Allocate the finalized-output buffer",
+     "    dtype: torch.dtype = torch.float16,\n) -> torch.Tensor:\n    \"\"\"Allocate the finalized-output buffer"),
 ]
 HARMLESS = [
     # a comment and a log line in fp4_quantize, before it resolves its recipe
-    ("fp4_quantization.py", "    nvfp4_4over6_config = _resolve_fp4_quantize_recipe(\n",
+    ("quantization/fp4_quantization.py", "    nvfp4_4over6_config = _resolve_fp4_quantize_recipe(\n",
      ("    # fp4patch test: a comment and a log line the fake does not depend on\n"
       "    __import__(\"logging\").getLogger(__name__).debug(\"fp4_quantize: %s\", tuple(input.shape))\n"
       "    nvfp4_4over6_config = _resolve_fp4_quantize_recipe(\n")),
     # a log line in mxfp8_grouped_quantize, first after fp4patch's redirect
-    ("fp8_quantization.py", "            backend=backend,\n        )\n\n    if backend not in (",
+    ("quantization/fp8_quantization.py", "            backend=backend,\n        )\n\n    if backend not in (",
      ("            backend=backend,\n        )\n"
       "    __import__(\"logging\").getLogger(__name__).info(\"mxfp8_grouped_quantize backend %s\", backend)  # fp4patch test\n"
       "\n    if backend not in (")),
+    # a log line in bmm_fp8, before its workspace, and one in cutlass_fused_moe, before its output allocation
+    ("gemm/gemm_base.py", "    workspace_buffer = _get_stream_cache_buf(\n        \"bmm_fp8_workspace\", DEFAULT_WORKSPACE_SIZE, A.device\n    )\n",
+     ("    __import__(\"logging\").getLogger(__name__).debug(\"bmm_fp8 %s\", tuple(A.shape))  # fp4patch test\n"
+      "    workspace_buffer = _get_stream_cache_buf(\n        \"bmm_fp8_workspace\", DEFAULT_WORKSPACE_SIZE, A.device\n    )\n")),
+    ("fused_moe/core.py", "    if output is None:\n        output = torch.empty(output_shape, dtype=output_dtype, device=input.device)",
+     ("    __import__(\"logging\").getLogger(__name__).info(\"cutlass_fused_moe %s\", output_shape)  # fp4patch test\n"
+      "    if output is None:\n        output = torch.empty(output_shape, dtype=output_dtype, device=input.device)")),
 ]
 
 
@@ -104,7 +155,7 @@ def _edited_copy(source: Path, target: Path, edits: list[tuple[str, str, str]]) 
     """A hard-linked copy of the site-packages ``source`` with ``edits`` made to new copies of the files."""
     shutil.copytree(source, target, symlinks=True, copy_function=os.link)
     for name, old, new in edits:
-        path = target / "flashinfer" / "quantization" / name
+        path = target / "flashinfer" / name
         text = path.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{name}: the edit's anchor is not there once: {old!r}"
         path.unlink()  # a new file: the shared pristine and applied copies keep theirs
@@ -116,7 +167,7 @@ def _edited_copy(source: Path, target: Path, edits: list[tuple[str, str, str]]) 
 @needs_torch
 def test_a_changed_allocation_fails_and_a_harmless_change_passes(tmp_path: Path, tmp_path_factory) -> None:
     site = _edited_copy(applied_site("0.7.4", tmp_path_factory), tmp_path / "site", CHANGED_ALLOCATION + HARMLESS)
-    functions = ["nvfp4_batched_quantize", "mxfp8_quantize", "fp4_quantize", "mxfp8_grouped_quantize"]
+    functions = ["nvfp4_batched_quantize", "mxfp8_quantize", "fp4_quantize", "mxfp8_grouped_quantize", *GEMM_MOE]
     results = run_fake_check(from_site_packages(site), site, _requests("0.7.4", functions))
     batched, mxfp8 = results["nvfp4_batched_quantize"], results["mxfp8_quantize"]
     assert not batched.ok and not batched.error and batched.failures, batched
@@ -128,7 +179,17 @@ def test_a_changed_allocation_fails_and_a_harmless_change_passes(tmp_path: Path,
     linear = [f for f in mxfp8.failures if "linear" in f]
     assert linear and all(": output 1 (sf): wrapper (" in f for f in mxfp8.failures), mxfp8.failures
     assert not any("128x4" in f for f in mxfp8.failures)  # only the linear layout's size changed
-    for function in ("fp4_quantize", "mxfp8_grouped_quantize"):
+    mm = results["mm_fp4"]  # out column-major: every accepted call without out= differs in its stride
+    assert not mm.ok and mm.failures and all(": output 0 (out): wrapper (" in f for f in mm.failures), mm.failures
+    assert any(f.startswith("M=129 backend=cutlass out=none: output 0 (out): wrapper (129, 256) stride (1, 129) bfloat16, fake (129, 256) stride (256, 1)")
+               for f in mm.failures), mm.failures
+    assert not any("out=contiguous" in f for f in mm.failures)  # the caller's out= is handed back as it was
+    for function in TRTLLM:  # the finalized output is fp16 now: the cases the CPU can see fail, naming it
+        moe = results[function]
+        assert not moe.ok and moe.failures and all(": output 0 (output): wrapper (" in f and " float16, fake (" in f for f in moe.failures), moe.failures
+        assert not any("do_finalize=False" in f or "output=given" in f for f in moe.failures), moe.failures  # only what Python allocates
+        assert any(f.startswith("M=129 do_finalize=True nvfp4 ") for f in moe.failures), moe.failures
+    for function in ("fp4_quantize", "mxfp8_grouped_quantize", "bmm_fp8", "cutlass_fused_moe"):
         assert results[function].ok, f"{function}: {results[function]}"
 
 
@@ -158,6 +219,10 @@ def test_failure_lines_name_the_first_differing_output() -> None:
     assert describe_failure("backend=x", real, raised) == (
         "backend=x: wrapper returned (129, 32) stride (32, 1) uint8, (129, 4) stride (4, 1) uint8; fake raised ValueError: Unknown backend: x"
     )
+    single = {"ok": [[129, 256], [1, 129], "torch.bfloat16"]}  # one tensor returned (mm_fp4): its one name
+    assert describe_failure("M=129", single, {"ok": [[129, 256], [256, 1], "torch.bfloat16"]}, ("out",)) == (
+        "M=129: output 0 (out): wrapper (129, 256) stride (1, 129) bfloat16, fake (129, 256) stride (256, 1) bfloat16"
+    )
     handed_back = {"ok": [x_q[:3] + ["out"]]}
     assert describe_failure("out=", handed_back, {"ok": [x_q]}) == (
         "out=: output 0: wrapper (129, 32) stride (32, 1) uint8 (the argument out), fake (129, 32) stride (32, 1) uint8"
@@ -177,8 +242,11 @@ def test_requests_carry_each_target_s_params_and_release_data() -> None:
                 # the op source's RELEASE defaults, with the target's own data on top
                 (node,) = [n for n in ast.parse(op.source).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASE"]
                 assert request.release == {**ast.literal_eval(node.value), **op.release}
-    for function in QUANTIZERS:  # each quantizer op has its grid
+    for function in QUANTIZERS + GEMM_MOE:  # each custom op has its grid
         assert (GRIDS / f"{function}.py").is_file()
+    # and no grid is left without a custom op (files starting with "_" are the grids' shared helpers)
+    functions = {kw["target"].function for spec in op_grids.specs().values() for t in spec.targets for kind, kw in t.operation_specs if kind == "custom-op"}
+    assert {p.stem for p in GRIDS.glob("*.py") if not p.name.startswith("_")} == functions == set(QUANTIZERS + GEMM_MOE)
 
 
 def _module_level_imports(path: Path) -> set[str]:

@@ -5,31 +5,34 @@ Every check that imports FlashInfer runs in a fresh interpreter (``_child`` of t
 ``cuda:1`` SM90), executes the op source with ``WRAPPER`` bound to the installed, decorated wrapper
 (a keyword filter drops the parameters this release lacks, which must then hold the op source's
 defaults: what the custom-op renderer does to the source) and ``OP`` bound to a custom op registered
-from the source's ``op`` / ``fake`` / ``MUTATES_ARGS`` (namespace ``fp4patch_test``). Then, on fake CUDA
-tensors (``FakeTensorMode``):
+from the source's ``op`` / ``fake`` / ``MUTATES_ARGS`` (namespace ``fp4patch_test``), with the release
+data of the spec target fp4patch applies to that release. Then, on fake CUDA tensors (``FakeTensorMode``):
 
-* the real wrapper runs eagerly with only the kernel side replaced: the JIT module loaders / runner
-  factories (``get_*_module``, ``_*_runner``), the autotuner's choice and the launch (``fp8_gemm_sm100``
-  for ``bmm_fp8``), the workspace caches, the CUDA-version and cuDNN probes; its own checks, backend
-  heuristic and output allocation run as shipped. ``entry`` (→ the registered op → ``fake``) runs on the
-  same arguments. Per case: the same output (shape, stride, dtype; ``out`` itself when given) or the
-  same exception class and message;
+* over the product's case grid (``patches/flashinfer-python/grids/<function>.py``, given the spec target's
+  params and release data, run by ``fp4patch/fake_check_probe.py``'s ``run_function``, the check fp4patch
+  runs on a release it never saw): the real wrapper runs eagerly with only the kernel side replaced (the
+  grid's ``stubs``, ``grids/_gemm.py``: the JIT loaders and runner factories, the autotuner's choice, the
+  workspace caches, the CUDA-version and cuDNN probes); its own checks, backend heuristic and output
+  allocation run as shipped. ``entry`` (→ the registered op → ``fake``) runs on the same arguments. Per
+  case: the same output (shape, stride, dtype; ``out`` itself when given) or the same exception class and
+  message, the kernel reached by the wrapper and never by ``entry``;
 * symbolic M, backed and unbacked (``ShapeEnv``), through ``entry`` and the fake: no guard on data;
 * ``torch.compile(fullgraph=True)`` of ``entry`` with ``mark_dynamic`` / ``mark_unbacked`` M: one graph,
   one op node.
 
-A small, generic harness written here (the shared oracle harness was not available on this branch).
+After ``fp4patch apply``: the public function under fullgraph, eager calls (the grid's cases at M = 0 and
+8, under the grid's stubs) unchanged and never through the op, the op body forwarding by name.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import itertools
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, check_op_source, read_helpers, render
+from fp4patch.custom_op import check_op_source, release_data, render
 
+from . import op_grids
 from .conftest import SPECS_DIR, applied_site, release_site
 from .test_trace_fullgraph import MARK, _child
 
@@ -40,33 +43,13 @@ pytestmark = [
 
 VERSIONS = ["0.6.0", "0.7.4"]
 OPS = SPECS_DIR / "flashinfer-python" / "ops"
-# Release data of the op sources per release (what the specs' [target.operation.release] will say).
-RELEASE = {
-    "bmm_fp8": {"0.5.0": {"inline_checks": True}, "0.5.3": {}, "0.6.0": {}, "0.7.4": {}},
-    "mm_fp4": {
-        "0.6.0": {},
-        "0.7.4": {
-            "per_token_alpha_backends": ["auto", "cute-dsl", "cake"],
-            "per_token_alpha_only": "the 'cute-dsl' and 'cake' backends",
-            "cutlass_contiguous_out": True,
-        },
-    },
-}
 
-# The wrappers' parameters (flashinfer/gemm/gemm_base.py of each release).
-PARAMS = {
-    "bmm_fp8": {
-        "0.5.0": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
-        "0.5.3": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
-        "0.6.0": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend"],
-        "0.7.4": ["A", "B", "A_scale", "B_scale", "dtype", "out", "backend", "batch_invariant"],
-    },
-    "mm_fp4": {
-        "0.6.0": ["a", "b", "a_descale", "b_descale", "alpha", "out_dtype", "out", "block_size", "use_8x4_sf_layout", "backend", "use_nvfp4"],
-        "0.7.4": ["a", "b", "a_descale", "b_descale", "alpha", "out_dtype", "out", "block_size", "use_8x4_sf_layout", "backend", "use_nvfp4",
-                  "enable_pdl", "batch_invariant"],
-    },
-}
+
+def _op_target(function: str, version: str):
+    """The ``CustomOpTarget`` of ``function``'s spec target for ``version`` (its params and release data)."""
+    (op,) = [kw["target"] for kind, kw in op_grids.target(function, version).operation_specs if kind == "custom-op"]
+    return op
+
 
 PRELUDE = r"""
 import collections, inspect, json, pathlib, sys, types
@@ -131,55 +114,6 @@ ns["OP"] = OP
 
 """
 
-KERNEL_STUBS = r"""
-# ---- the kernel side of the real wrapper, replaced ---------------------------------------
-launches = []
-
-
-class _Anything:
-    def __getattr__(self, name):
-        return lambda *a, **k: _Anything()
-
-    def __call__(self, *a, **k):
-        launches.append(1)
-
-
-class _Tuner:
-    @classmethod
-    def get(cls):
-        return cls()
-
-    def choose_one(self, name, runners, config, inputs, *a, **k):
-        return _Anything(), -1
-
-
-for _name in dir(gb):
-    _obj = getattr(gb, _name)
-    if callable(_obj) and not isinstance(_obj, type) and (
-        (_name.startswith("get_") and _name.endswith("_module")) or (_name.startswith("_") and _name.endswith("_runner"))
-    ):
-        setattr(gb, _name, lambda *a, **k: _Anything())
-gb.AutoTuner = _Tuner
-gb.fp8_gemm_sm100 = lambda *a, **k: launches.append(1)
-for _name in ("_get_cache_buf", "_get_stream_cache_buf"):
-    if hasattr(gb, _name):
-        setattr(gb, _name, lambda name, size, device, *a, **k: torch.empty(size, dtype=torch.uint8, device=device))
-if hasattr(gb, "get_cuda_version"):
-    from packaging.version import Version
-    gb.get_cuda_version = lambda *a, **k: Version("12.9")
-
-
-def _no_cudnn(*a, **k):
-    raise ValueError("fp4patch test: no cuDNN here")
-
-
-if hasattr(gb, "_check_cudnn_fp4_availability"):  # 0.6.0: a RuntimeError that backend="auto" does not catch
-    gb._check_cudnn_fp4_availability = _no_cudnn
-    gb._check_cudnn_availability = _no_cudnn
-
-
-"""
-
 HELPERS = r"""
 # ---- cases ----------------------------------------------------------------------------------
 def dt(name):
@@ -225,23 +159,24 @@ def meta(t):
     return [[str(d) for d in t.shape], [str(d) for d in t.stride()], str(t.dtype)]
 
 
-def outcome(fn, c):
-    before = len(launches)
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        kw = build(c, c["m"])
-        try:
-            r = fn(**kw)
-        except Exception as e:
-            return ["error", type(e).__name__, str(e)]
-        return ["ok", meta(r), "out" in kw and r is kw["out"], len(launches) - before]
+"""
 
+ORACLE = r"""
+# ---- the product's case grid: the wrapper (kernel side replaced) against entry -> op -> fake ------
+import importlib.util
+from fp4patch import oracle as ko
+
+_spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
+rec = ko.KernelRecorder()
+with ko.device_stubs(), ko.jit_modules_replaced(rec):
+    summary, records = probe.run_function(ko, flashinfer, torch, rec, P["request"], fake=ns["entry"])
+grid = {"error": summary["error"], "records": records}
 
 """
 
-CHILD = PRELUDE + OP_SOURCE + KERNEL_STUBS + HELPERS + r"""
-results = []
-for c in P["cases"]:
-    results.append([c, outcome(real, c), outcome(ns["entry"], c)])
+CHILD = PRELUDE + OP_SOURCE + HELPERS + ORACLE + r"""
 
 
 # ---- symbolic M: the fake under a ShapeEnv ----------------------------------------------------
@@ -313,69 +248,10 @@ def compiled(c, kind):
 comp = [[c, kind, compiled(c, kind)] for c in P["symbolic_cases"][:1] for kind in ("backed", "unbacked")]
 defaults = {n: repr(p.default) for n, p in real_params.items() if p.default is not inspect.Parameter.empty}
 source_defaults = {n: repr(p.default) for n, p in source_params.items() if p.default is not inspect.Parameter.empty}
-print("MARK" + json.dumps(dict(results=results, symbolic=sym, compiled=comp, absent=sorted(absent),
+print("MARK" + json.dumps(dict(grid=grid, symbolic=sym, compiled=comp, absent=sorted(absent),
                                params=list(real_params), defaults=defaults, source_defaults=source_defaults,
                                schema=str(OP._schema))))
 """.replace("MARK", MARK)
-
-
-def _bmm_cases(version: str) -> list[dict]:
-    base = {"batch": 2, "k": 64, "n": 80, "a_dtype": "float8_e4m3fn", "b_dtype": "float8_e4m3fn", "dtype": "bfloat16", "out": False, "out_dtype": "bfloat16"}
-    cases = []
-    for m, backend, dtype, out in itertools.product((1, 8, 127, 129), ("cublas", "cutlass", "auto", None), ("bfloat16", "float16"), (False, True)):
-        cases.append({**base, "m": m, "backend": backend, "dtype": dtype, "out_dtype": dtype, "out": out})
-    cases += [
-        {**base, "m": 8, "a_dtype": "float8_e5m2", "backend": "cublas"},
-        {**base, "m": 8, "b_dtype": "float8_e5m2", "backend": "auto"},
-        {**base, "m": 0, "backend": "cublas"},
-        {**base, "m": 8, "batch": 1, "backend": "auto", "out": True},
-        # out given in another dtype: the wrapper ignores dtype then
-        {**base, "m": 8, "backend": "cublas", "out": True, "out_dtype": "float16"},
-        # refused: the wrapper's message, from the fake at trace time
-        {**base, "m": 8, "dtype": "float32", "backend": "cublas"},
-        {**base, "m": 8, "dtype": "float32", "backend": "auto"},
-        {**base, "m": 8, "a_dtype": "float8_e5m2", "backend": "cutlass"},
-        {**base, "m": 8, "backend": "no-such-backend"},
-        {**base, "m": 8, "backend": "cutlass", "device": 1},  # SM90: cutlass refused by capability
-        {**base, "m": 8, "backend": "cublas", "device": 1},  # SM90: cublas accepted
-    ]
-    return cases
-
-
-def _mm_cases(version: str) -> list[dict]:
-    base = {"k": 256, "n": 256, "a_dtype": "uint8", "sf_dtypes": ["float8_e4m3fn", "float8_e4m3fn"], "alpha": "0d", "alpha_dtype": "float32",
-                "out_dtype": "bfloat16", "out": False, "block_size": 16, "use_8x4": False, "use_nvfp4": True, "backend": None}
-    backends = ("cutlass", "trtllm", "auto", None)
-    cases = []
-    for m, backend, out in itertools.product((1, 8, 127, 129), backends, (False, "contiguous")):
-        cases.append({**base, "m": m, "backend": backend, "out": out})
-    cases += [
-        {**base, "m": 8, "backend": "trtllm", "use_8x4": True},
-        {**base, "m": 129, "backend": "trtllm", "use_8x4": True, "out": "contiguous"},
-        {**base, "m": 8, "backend": "cutlass", "sf_dtypes": ["uint8", "float8_e4m3fn"]},  # mixed scale dtypes
-        {**base, "m": 8, "backend": "cutlass", "sf_dtypes": ["uint8", "uint8"], "out_dtype": "float16"},
-        {**base, "m": 8, "backend": "auto", "alpha": "1"},
-        {**base, "m": 8, "backend": "cutlass", "alpha": "none"},
-        {**base, "m": 8, "backend": "cutlass", "a_dtype": "float4_e2m1fn_x2"},
-        {**base, "m": 0, "backend": "cutlass"},
-        {**base, "m": 8, "backend": "trtllm", "out": "transposed"},
-        # refused: the wrapper's message, from the fake at trace time
-        {**base, "m": 8, "backend": "cutlass", "use_8x4": True},
-        {**base, "m": 8, "backend": "trtllm", "out_dtype": "float16"},
-        {**base, "m": 8, "backend": "trtllm", "use_nvfp4": False, "block_size": 32},
-        {**base, "m": 8, "backend": "cutlass", "use_nvfp4": False, "block_size": 32},
-        {**base, "m": 8, "backend": "cutlass", "block_size": 32},
-        {**base, "m": 8, "backend": "auto", "out_dtype": "float32"},
-        {**base, "m": 8, "backend": "cutlass", "alpha_dtype": "float16"},
-        {**base, "m": 8, "backend": "cutlass", "alpha": "3"},
-        {**base, "m": 8, "backend": "cutlass", "alpha": "m"},
-        {**base, "m": 8, "backend": "cutlass", "sf_dtypes": ["float32", "uint8"]},
-        {**base, "m": 8, "backend": "cutlass", "a_dtype": "int8"},
-        {**base, "m": 8, "backend": "cutlass", "out": "transposed"},
-        {**base, "m": 8, "backend": "no-such-backend"},
-        {**base, "m": 8, "backend": "cutlass", "device": 1},  # SM90: refused by capability
-    ]
-    return cases
 
 
 def _symbolic_cases(function: str) -> list[dict]:
@@ -398,12 +274,13 @@ def _run(function: str, version: str, tmp_path_factory) -> dict:
     """One child per (function, version), shared by the tests below."""
     key = (function, version)
     if key not in _results:
-        cases = _bmm_cases(version) if function == "bmm_fp8" else _mm_cases(version)
+        request = op_grids.request(function, version)
         params = {
             "function": function,
             "op_source": str(OPS / f"{function}.py"),
-            "release": RELEASE[function][version],
-            "cases": cases,
+            "release": request.release,
+            "probe": str(op_grids.PROBE),
+            "request": op_grids.as_json(request),
             "symbolic_cases": _symbolic_cases(function),
         }
         _results[key] = _child(release_site(version, tmp_path_factory, sources_only=True), CHILD, params)
@@ -423,20 +300,40 @@ PAIRS = [
 TRACE_PAIRS = [pytest.param(*p, marks=pytest.mark.eras) if p == ("bmm_fp8", "0.5.3") else p for p in PAIRS]
 
 
+def _case_failure(case: dict, r: dict) -> str:
+    """Why one grid case fails the oracle check ("" when it passes)."""
+    if case.get("unchecked"):
+        return f"unchecked on a release the suite knows: {case['unchecked']}"
+    if r["real"] != r["fake"]:
+        return f"real: {r['real']} kernels={r['kernels']}\n    fake: {r['fake']}"
+    if r["fake_kernels"]:
+        return f"entry reached a kernel: {r['fake_kernels']}"
+    if "ok" in r["real"]:
+        if not r["kernels"]:
+            return "the real call never reached the (stubbed) kernel"
+        given = "out" in case["kwargs"]  # out= given: the wrapper returns it, and so does entry
+        if (len(r["real"]["ok"]) == 4 and r["real"]["ok"][3] == "out") != given:
+            return f"out= {'given' if given else 'absent'}, the wrapper returned {r['real']['ok']}"
+    return ""
+
+
+#: grid cases a release's fake knowingly leaves to the op body (the grid marks them unchecked)
+KNOWN_UNCHECKED = {("bmm_fp8", "0.5.0"): ["cutlass on SM90"]}
+
+
 @pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_fake_matches_the_wrappers_own_allocation_and_refusals(function: str, version: str, tmp_path_factory) -> None:
     result = _run(function, version, tmp_path_factory)
-    accepted = refused = 0
-    differ = [f"{case}\n  real: {real}\n  fake: {fake}" for case, real, fake in result["results"] if fake[:3] != real[:3]]
-    assert not differ, "\n".join(differ)
-    for case, real, fake in result["results"]:
-        if real[0] == "ok":
-            accepted += 1
-            assert real[3] >= 1, f"the real call never reached the (stubbed) kernel: {case}"
-            assert fake[3] == 0, f"entry reached a kernel: {case}"
-            assert real[2] == bool(case["out"]), case  # out= given: the wrapper returns it, and so does entry
-        else:
-            refused += 1
+    grid = result["grid"]
+    cases = op_grids.cases(function, version)
+    assert not grid["error"], grid["error"]
+    assert [r["name"] for r in grid["records"]] == [c["name"] for c in cases]
+    unchecked = [c["name"] for c in cases if c.get("unchecked")]
+    assert unchecked == KNOWN_UNCHECKED.get((function, version), []), unchecked
+    failures = [f"{c['name']}\n    {why}" for c, r in zip(cases, grid["records"]) if not c.get("unchecked") and (why := _case_failure(c, r))]
+    assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(failures)
+    accepted = sum(1 for r in grid["records"] if r["real"] and "ok" in r["real"])
+    refused = sum(1 for r in grid["records"] if r["real"] and "error" in r["real"])
     # the grid holds both kinds, so neither check is vacuous
     assert accepted >= 32 and refused >= 4, (accepted, refused)
 
@@ -449,7 +346,7 @@ def test_op_source_defaults_are_the_wrappers(function: str, version: str, tmp_pa
     # what this release lacks is exactly what the op source adds for newer releases
     expected_absent = {"bmm_fp8": {"0.5.0": ["batch_invariant"], "0.5.3": ["batch_invariant"], "0.6.0": ["batch_invariant"], "0.7.4": []}, "mm_fp4": {"0.6.0": ["batch_invariant", "enable_pdl"], "0.7.4": []}}
     assert result["absent"] == expected_absent[function][version]
-    assert result["params"] == PARAMS[function][version]
+    assert tuple(result["params"]) == _op_target(function, version).params
     assert "Tensor(a" in result["schema"] and "!)? out" in result["schema"] and result["schema"].endswith("-> ()"), result["schema"]
 
 
@@ -481,16 +378,12 @@ def test_entry_compiles_fullgraph_with_dynamic_and_unbacked_m(function: str, ver
 
 
 def test_op_sources_render_for_every_release_data_used_here() -> None:
-    """The renderer's own check accepts each op source with this module's release data and parameters."""
-    for function, per_version in RELEASE.items():
-        source = (OPS / f"{function}.py").read_text(encoding="utf-8")
-        for version, overrides in per_version.items():
-            params = tuple(PARAMS[function][version])
-            target = CustomOpTarget(
-                function=function, source=source, source_label=function, params=params, release=overrides, helpers=read_helpers(source, OPS)
-            )
-            check_op_source(target)
-            assert render(target).op_name.startswith(f"fp4patch::{function}_")
+    """The renderer's own check accepts each op source with the spec target's release data and parameters."""
+    for function, version in [("bmm_fp8", "0.5.0"), ("bmm_fp8", "0.5.3"), *[(f, v) for f in FUNCTIONS for v in VERSIONS]]:
+        target = _op_target(function, version)
+        check_op_source(target)
+        assert render(target).op_name.startswith(f"fp4patch::{function}_")
+        assert op_grids.request(function, version).release == release_data(target)
 
 
 # --------------------------------------------------------------------------- #
@@ -547,13 +440,29 @@ for c in P["cases"]:
 print("MARK" + json.dumps(results))
 """.replace("MARK", MARK)
 
-EAGER_CHILD = PRELUDE + KERNEL_STUBS + HELPERS + r"""
+EAGER_CHILD = PRELUDE + r"""
+# the grid's cases P["cases"] eagerly, under the grid's stubs; patched: any call through the op recorded
+import contextlib, importlib.util
+from fp4patch import oracle as ko
+
+_spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
+grid = probe.load_by_path(P["grid"], "_fp4patch_grid_" + FN)
 entry_calls = []
 name = "_fp4patch_%s_entry" % FN
-if hasattr(gb, name):  # patched: record any call that would go through the op
+if hasattr(gb, name):
     setattr(gb, name, lambda **kw: entry_calls.append(sorted(kw)))
 fn = getattr(flashinfer, FN)
-results = [[c, outcome(fn, c)] for c in P["cases"]]
+rec = ko.KernelRecorder()
+results = []
+with ko.device_stubs(), ko.jit_modules_replaced(rec), grid.stubs(ko, rec, flashinfer), ko.fake_mode(), ko.fake_cuda_indexing():
+    for c in P["cases"]:
+        with ko.device_stubs(tuple(c["device"])) if c.get("device") else contextlib.nullcontext():
+            args = [probe.build(a, gb, ko, torch) for a in c["args"]]
+            kwargs = {k: probe.build(v, gb, ko, torch) for k, v in c["kwargs"].items()}
+            launched = len(rec.calls)
+            results.append([c["name"], ko.call_outcome(fn, args, kwargs), rec.names()[launched:]])
 print("MARK" + json.dumps(dict(patched=hasattr(gb, name), results=results, entry_calls=entry_calls)))
 """.replace("MARK", MARK)
 
@@ -642,14 +551,18 @@ def test_public_function_is_one_graph_with_one_op_node_after_apply(function: str
 
 @pytest.mark.parametrize(("function", "version"), TRACE_PAIRS)
 def test_eager_calls_never_go_through_the_op(function: str, version: str, tmp_path_factory) -> None:
-    cases = [c for c in (_bmm_cases(version) if function == "bmm_fp8" else _mm_cases(version)) if c["m"] in (0, 8)]
-    assert any(c["backend"] == "auto" for c in cases)
-    before = _child(release_site(version, tmp_path_factory, bytecode=True), EAGER_CHILD, {"function": function, "cases": cases})
+    # the grid's cases at M = 0 and 8 (A [batch, M, K] / a [M, K/2]), every backend "auto" included
+    token_dim = 1 if function == "bmm_fp8" else 0
+    cases = [c for c in op_grids.cases(function, version) if c["args"][0]["t"][token_dim] in (0, 8) and not c.get("unchecked")]
+    assert any(c["kwargs"].get("backend") == "auto" for c in cases) and len(cases) >= 20
+    params = {"function": function, "cases": cases, "probe": str(op_grids.PROBE), "grid": str(op_grids.request(function, version).grid)}
+    before = _child(release_site(version, tmp_path_factory, bytecode=True), EAGER_CHILD, params)
     site = applied_site(version, tmp_path_factory, SPEC[function])
-    after = _child(site, EAGER_CHILD, {"function": function, "cases": cases})
+    after = _child(site, EAGER_CHILD, params)
     assert before["patched"] is False and after["patched"] is True
     assert after["entry_calls"] == []
-    differ = [f"{c}\n  unpatched: {b}\n  patched:   {a}" for (c, b), (_, a) in zip(before["results"], after["results"]) if a != b]
+    assert any(kernels for _, _, kernels in after["results"]), "no case reached the (stubbed) kernel"
+    differ = [f"{b[0]}\n  unpatched: {b[1:]}\n  patched:   {a[1:]}" for b, a in zip(before["results"], after["results"]) if a != b]
     assert not differ, "\n".join(differ)
 
 
@@ -663,7 +576,7 @@ NON_DEFAULT = {
 @pytest.mark.parametrize(("function", "version"), PAIRS)
 def test_op_body_forwards_every_argument_by_name(function: str, version: str, tmp_path_factory) -> None:
     site = applied_site(version, tmp_path_factory, SPEC[function])
-    params = PARAMS[function][version]
+    params = list(_op_target(function, version).params)
     changes = [{}] + [{k: v} for k, v in NON_DEFAULT[function].items() if k in params]
     base = _symbolic_cases(function)[0]
     result = _child(site, FORWARD_CHILD, {"function": function, "base": base, "calls": changes})
