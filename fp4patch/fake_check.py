@@ -220,12 +220,10 @@ def run_fake_check(env: TargetEnvironment, site_packages: Path, requests: list[F
 def _kernel_output_reasons(request: FakeCheckRequest, names: list[str]) -> dict[str, str]:
     """The grid's ``kernel_outputs`` reason of each case in ``names`` that has one (the grid loaded by path
     here: it imports only the standard library at module level); {} when the grid cannot say."""
-    import importlib.util
+    from .oracle import load_grid
 
     try:
-        spec = importlib.util.spec_from_file_location(f"_fp4patch_grid_reasons_{request.function}", request.grid)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = load_grid(str(request.grid), f"_fp4patch_grid_reasons_{request.function}")
         cases = module.cases(frozenset(request.params), dict(request.release))
     except Exception:  # noqa: BLE001 - the names stand without reasons
         return {}

@@ -198,7 +198,7 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
     summary = {"cases": 0, "compared": 0, "skipped_kernel": 0, "unchecked": [], "not_visible": [], "failures": [], "outputs": [], "error": ""}
     records = []
     try:
-        grid = load_by_path(request["grid"], f"_fp4patch_grid_{function}")
+        grid = oracle.load_grid(request["grid"], f"_fp4patch_grid_{function}")
         if getattr(grid, "FUNCTION", None) != function:
             raise CaseError(f"{request['grid']}: FUNCTION is {getattr(grid, 'FUNCTION', None)!r}, not {function!r}")
         summary["outputs"] = list(getattr(grid, "OUTPUTS", ()))

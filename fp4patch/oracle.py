@@ -504,3 +504,39 @@ def stub_packages(roots: tuple[str, ...]) -> Iterator[list[str]]:
         for name in [n for n in sys.modules if n.split(".")[0] in finder.roots]:
             if isinstance(sys.modules[name], finder.module_class):
                 del sys.modules[name]
+
+
+def load_grid(path: str, name: str | None = None) -> Any:
+    """The case grid module at ``path`` (``patches/<distribution>/grids/<function>.py``), loaded by path.
+
+    Before the grid runs, its namespace gets ``sibling(helper)``: the helper module ``<helper>.py`` beside
+    it (``_tensors``, ``_gemm``, ``_moe``), loaded once per interpreter under
+    ``_fp4patch_grid_<helper>``, so that grids share code without being a package and without importing
+    fp4patch (the probe runs them where fp4patch is not installed). Used by the probe, by fp4patch's own
+    process and by the tests, so every one runs a grid the same way.
+
+    Raises:
+        ImportError: ``path`` (or a helper it names) is not a Python module.
+    """
+    import importlib.util
+    import os
+    import sys
+
+    def load(file: str, module_name: str) -> Any:
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{file}: not a Python module")
+        module = importlib.util.module_from_spec(spec)
+        module.sibling = sibling
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def sibling(helper: str) -> Any:
+        key = f"_fp4patch_grid_{helper}"
+        file = os.path.join(os.path.dirname(os.path.abspath(path)), f"{helper}.py")
+        if key not in sys.modules or getattr(sys.modules[key], "__file__", None) != file:
+            load(file, key)
+        return sys.modules[key]
+
+    return load(path, name or f"_fp4patch_grid_{os.path.splitext(os.path.basename(path))[0]}")

@@ -8,7 +8,6 @@ what ``fp4patch.fake_check.run_fake_check`` sends, so the tests and the product 
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -52,12 +51,10 @@ def as_json(req: FakeCheckRequest) -> dict:
 
 
 def grid_module(path: Path) -> ModuleType:
-    """A grid module, loaded by path (as the probe loads it)."""
-    spec = importlib.util.spec_from_file_location(f"_test_grid_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A grid module, loaded by path as the probe loads it (:func:`fp4patch.oracle.load_grid`)."""
+    from fp4patch.oracle import load_grid
+
+    return load_grid(str(path), f"_test_grid_{path.stem}")
 
 
 def cases(function: str, version: str) -> list[dict]:

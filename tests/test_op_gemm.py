@@ -448,7 +448,7 @@ from fp4patch import oracle as ko
 _spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
 probe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probe)
-grid = probe.load_by_path(P["grid"], "_fp4patch_grid_" + FN)
+grid = ko.load_grid(P["grid"], "_fp4patch_grid_" + FN)
 entry_calls = []
 name = "_fp4patch_%s_entry" % FN
 if hasattr(gb, name):

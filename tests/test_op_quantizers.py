@@ -290,9 +290,7 @@ def grid_stubs(fn, rec, flashinfer):
     path = P["grids"].get(fn)
     if path is None:
         return contextlib.nullcontext()
-    spec = importlib.util.spec_from_file_location("_grid_" + fn, path)
-    grid = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(grid)
+    grid = ko.load_grid(path, "_grid_" + fn)
     return grid.stubs(ko, rec, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
 
 

@@ -21,6 +21,7 @@ autotuner, workspace caches, CUDA-version and cuDNN probes), for ``bmm_fp8`` and
 """
 
 import contextlib
+import functools
 
 FUNCTION = "bmm_fp8"
 #: the wrapper's output (named in the fake check's messages)
@@ -29,12 +30,8 @@ BATCH, K, N = 2, 64, 80
 BACKENDS = ("cublas", "cutlass", "auto", None)  # None: the parameter left at its default ("cublas")
 
 
-def _t(*shape, dtype="float8_e4m3fn", transposed=False):
-    """A fake CUDA tensor of ``shape`` (``transposed``: a column-major view of the last two dims)."""
-    t = {"t": list(shape), "dtype": dtype}
-    if transposed:
-        t["T"] = True
-    return t
+#: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
+_t = functools.partial(sibling("_tensors").tensor, dtype="float8_e4m3fn")  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
 
 
 def _call(m, backend=None, dtype="bfloat16", out=False, out_dtype=None, a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn", batch=BATCH,
@@ -91,17 +88,10 @@ def cases(params, release):
 @contextlib.contextmanager
 def stubs(oracle, recorder, flashinfer):
     """The GEMM grids' shared stand-ins (``_gemm.py``) for ``bmm_fp8`` and ``fp8_gemm_sm100``."""
-    import importlib.util
     import inspect
-    import os
     import sys
 
     gb = sys.modules[inspect.unwrap(flashinfer.bmm_fp8).__module__]
-    name = "_fp4patch_grid_gemm_helpers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_gemm.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    with sys.modules[name].gemm_stubs(oracle, recorder, gb, [flashinfer.bmm_fp8, *[getattr(gb, n) for n in ("fp8_gemm_sm100",) if hasattr(gb, n)]]):
+    with sibling("_gemm").gemm_stubs(  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+        oracle, recorder, gb, [flashinfer.bmm_fp8, *[getattr(gb, n) for n in ("fp8_gemm_sm100",) if hasattr(gb, n)]]):
         yield

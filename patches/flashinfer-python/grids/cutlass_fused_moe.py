@@ -26,18 +26,8 @@ M_GRID = (0, 1, 8, 127, 129)
 
 
 def _moe():
-    """``_moe.py`` beside this file, loaded by path once per interpreter."""
-    import importlib.util
-    import os
-    import sys
-
-    name = "_fp4patch_grid_moe_helpers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_moe.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
+    """``_moe.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    return sibling("_moe")  # noqa: F821
 
 
 def cases(params, release):

@@ -44,12 +44,8 @@ CUDA_BACKENDS = ("auto", "cuda")
 CUTE_DSL_MODULES = ("kernels.nvfp4_quantize", "kernels.mxfp4_quantize")
 
 
-def _t(*shape, dtype="bfloat16", transposed=False):
-    """A fake CUDA tensor of ``shape`` (``transposed``: a column-major view of the last two dims)."""
-    t = {"t": list(shape), "dtype": dtype}
-    if transposed:
-        t["T"] = True
-    return t
+#: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
 
 
 def _env(**values):

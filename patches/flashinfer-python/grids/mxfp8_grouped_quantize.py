@@ -24,9 +24,8 @@ OUTPUTS = ("x_q", "sf")
 KNOWN = ("cutile", "cake", "cuda")
 
 
-def _t(*shape, dtype="bfloat16"):
-    """A fake CUDA tensor of ``shape``."""
-    return {"t": list(shape), "dtype": dtype}
+#: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
 
 
 def cases(params, release):

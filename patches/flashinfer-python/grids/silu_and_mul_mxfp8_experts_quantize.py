@@ -13,12 +13,8 @@ FUNCTION = "silu_and_mul_mxfp8_experts_quantize"
 OUTPUTS = ("x_q", "sf")
 
 
-def _t(*shape, dtype="bfloat16", transposed=False):
-    """A fake CUDA tensor of ``shape`` (``transposed``: a column-major view of the last two dims)."""
-    t = {"t": list(shape), "dtype": dtype}
-    if transposed:
-        t["T"] = True
-    return t
+#: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
 
 
 def cases(params, release):

@@ -24,19 +24,8 @@ DYNAMIC_OUTPUT_SIZES = True
 
 
 def _base():
-    """The ``trtllm_fp4_block_scale_moe`` grid beside this file (its M grid and reasons), loaded by path."""
-    import importlib.util
-    import os
-    import sys
-
-    name = "_fp4patch_grid_trtllm_fp4_block_scale_moe_base"
-    if name not in sys.modules:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trtllm_fp4_block_scale_moe.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
+    """The ``trtllm_fp4_block_scale_moe`` grid beside this file (its M grid and reasons)."""
+    return sibling("trtllm_fp4_block_scale_moe")  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
 
 
 def cases(params, release):
