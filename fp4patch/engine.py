@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import difflib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -19,10 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .bytecode import refresh_file
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
 from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
-from .lock import UnwritableLock, environment_lock
+from .lock import UnwritableLock, environment_lock, held
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
 from .spec import Spec, Target
 
@@ -796,7 +796,7 @@ class Engine:
                 atomic_write(path, entry.content, mode=entry.mode)
             fault_point("file")
         for entry in journal.files:
-            self._refresh_bytecode(entry.path)
+            refresh_file(self.dist, entry.path)
             fault_point("bytecode")
         if journal.manifest is not None:
             self.store.save(manifest_from_dict(journal.manifest))
@@ -859,47 +859,23 @@ class Engine:
         return sorted(f for f in files if self.dist.locate(f).is_file())
 
     def stale_bytecode(self) -> str | None:
-        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`), in
-        its ``__pycache__`` or under the target's pycache prefix, would run instead of the file on
-        disk (:func:`fp4patch.bytecode.stale`); None when none would. Every pyc path the target's or
-        this interpreter's cache tag could load is noted in :attr:`inputs` (missing ones too), so a
-        recorded ``verify`` answer is not used once bytecode appears or changes there."""
-        from .bytecode import possible_files, stale
+        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`) would
+        run instead of the file on disk (:func:`fp4patch.bytecode.stale_note`, which notes every pyc
+        path it could load in :attr:`inputs`); None when none would. Reads only."""
+        from .bytecode import stale_note
 
-        problems = []
-        for relative in self.bytecode_files():
-            spellings = self.dist.spellings(relative)
-            for pyc in possible_files(spellings, self.dist.bytecode_prefixes, self.dist.cache_tags):
-                try:
-                    data = pyc.read_bytes()
-                except OSError:
-                    data = None
-                self._note_input(pyc, data)
-            problems.extend(stale(spellings, self.dist.bytecode_prefixes))
-        if not problems:
-            return None
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `{self.command('apply')}` (rewrites it) or delete it"
+        return stale_note(self.dist, self.bytecode_files(), self._note_input, self.command("apply"))
 
     def _refresh_stale_bytecode(self) -> None:
-        """Rewrite (or remove) bytecode that would run instead of a target file: left by another
-        tool after an earlier apply (the files themselves need no write then). Says which on ``notify``.
+        """Rewrite (or remove) bytecode that would run instead of a target file
+        (:func:`fp4patch.bytecode.refresh_stale`); says which on ``notify``.
 
         Raises:
             FileSystemError: a stale bytecode file can be neither rewritten nor removed.
         """
-        from .bytecode import stale
+        from .bytecode import refresh_stale
 
-        for relative in self.bytecode_files():
-            if stale(self.dist.spellings(relative), self.dist.bytecode_prefixes):
-                done = self._refresh_bytecode(relative)
-                self.notify(f"{self.dist.locate(relative)}: made its stale bytecode current ({', '.join(f'{p} {w}' for p, w in done)})")
-
-    def _refresh_bytecode(self, relative: str) -> list[tuple[Path, str]]:
-        """Make the bytecode of ``relative`` current everywhere (``__pycache__`` and pycache prefixes)."""
-        from .bytecode import refresh
-
-        return refresh(self.dist.spellings(relative), self.dist.bytecode_prefixes)
+        refresh_stale(self.dist, self.bytecode_files(), self.notify)
 
     def _journal_note(self) -> str | None:
         journal_path = self.store.journal_path
@@ -910,7 +886,7 @@ class Engine:
         except FileSystemError as exc:
             return str(exc)
         what = f"{journal.operation} of {', '.join(journal.specs)}" if journal else "operation"
-        if _lock_held(self.store.lock_path):
+        if held(self.store.lock_path):
             return f"an fp4patch {what} is running in another process ({journal_path})"
         return (
             f"an fp4patch {what} was interrupted ({journal_path}); run `{self.command('apply')}` to finish it "
@@ -961,21 +937,6 @@ class Engine:
         while not directory.exists():
             directory = directory.parent
         check_writable(directory / "manifest.json")
-
-
-def _lock_held(path: Path) -> bool:
-    """True when another process holds the lock at ``path`` (probed with a shared flock; writes nothing)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _stderr(message: str) -> None:
