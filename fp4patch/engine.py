@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import difflib
-import hashlib
 import os
 import shutil
 import sys
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 from .bytecode import refresh_file
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
+from .install_record import check_baseline, other_install, record_sha256
 from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
 from .lock import UnwritableLock, environment_lock, held
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
@@ -257,7 +257,7 @@ class Engine:
             manifest = self.store.load()
         except FileSystemError:
             return None
-        if manifest is None or spec.id not in manifest.basis or self._other_install(manifest):
+        if manifest is None or spec.id not in manifest.basis or other_install(manifest, self.dist):
             return None
         basis = Basis.from_json(manifest.basis[spec.id])
         wanted = set(basis.target.split("; "))
@@ -576,7 +576,7 @@ class Engine:
                     f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `{self.command('revert', '--force')}`"
                 )
             elif not record and not allow_modified:
-                self._check_baseline(plan)
+                check_baseline(self.dist, plan.relative, plan.path, plan.current)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not (self.report(s).state == UNSUPPORTED and s.id not in required)]
         applied_ids = sorted(set(manifest.specs) | {s.id for s in taken})
@@ -586,7 +586,7 @@ class Engine:
             if resolved is not None and resolved.kind not in ("listed", "no-target"):
                 basis[spec.id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
         new_manifest = Manifest(
-            self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256(), basis=basis
+            self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(self.dist.dist), basis=basis
         )
         for plan in plans.values():
             old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
@@ -621,26 +621,6 @@ class Engine:
         self._run(journal, undo=[(p.path, p.current) for p in writes], previous=previous)
         return writes
 
-    def _check_baseline(self, plan: FilePlan) -> None:
-        """A file about to be patched for the first time must be the one the distribution installed
-        (its sha256 in RECORD), when RECORD lists one."""
-        expected = self._record_hashes().get(plan.relative)
-        if expected is None:
-            return
-        actual = base64.urlsafe_b64encode(hashlib.sha256(plan.current).digest()).rstrip(b"=").decode()
-        if actual != expected.rstrip("="):
-            raise FileSystemError(
-                f"{plan.path}: differs from the sha256 in {self.dist.name} {self.dist.version}'s RECORD (changed by hand?); "
-                f"reinstall {self.dist.name}, or pass --allow-modified to patch it anyway — nothing changed"
-            )
-
-    def _record_hashes(self) -> dict[str, str]:
-        hashes = {}
-        for entry in self.dist.dist.files or []:
-            if entry.hash is not None and entry.hash.mode == "sha256":
-                hashes[entry.as_posix()] = entry.hash.value
-        return hashes
-
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
         """Restore originals byte for byte; returns the relative paths restored or rewritten (files
         that already held their original bytes only lose their record: see :attr:`dropped`).
@@ -668,7 +648,7 @@ class Engine:
         if manifest is None:
             return []
         installed = str(self.dist.version)
-        if self._other_install(manifest):
+        if other_install(manifest, self.dist):
             now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
             if not force:
                 raise FileSystemError(
@@ -896,7 +876,7 @@ class Engine:
     def _current_manifest(self) -> Manifest | None:
         """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
         manifest = self.store.load()
-        if manifest and self._other_install(manifest):
+        if manifest and other_install(manifest, self.dist):
             now = "installed now" if manifest.version != str(self.dist.version) else "reinstalled since (its RECORD differs)"
             self.notify(
                 f"discarding fp4patch's record of {self.dist.name} {manifest.version} in {self.store.root}: "
@@ -905,18 +885,6 @@ class Engine:
             self.store.remove()
             return None
         return manifest
-
-    def _record_sha256(self) -> str | None:
-        from .leftovers import record_sha256
-
-        return record_sha256(self.dist.dist)
-
-    def _other_install(self, manifest: Manifest) -> bool:
-        """True when ``manifest`` was written for another install of the distribution: another
-        version, or (when it recorded one) another RECORD."""
-        if manifest.version != str(self.dist.version):
-            return True
-        return manifest.record_sha256 is not None and manifest.record_sha256 != self._record_sha256()
 
     def stale_record(self) -> str | None:
         """One line when fp4patch's record here was written for another install of the

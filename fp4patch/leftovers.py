@@ -17,14 +17,17 @@ that are no longer there. :func:`find` tells each state directory apart:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .environment import TargetEnvironment
 from .errors import FileSystemError
+from .install_record import record_sha256
 from .locations import STATE_DIR
+
+if TYPE_CHECKING:
+    from .environment import TargetEnvironment
 
 GONE, STALE, CURRENT, INTERRUPTED = "gone", "stale", "current", "interrupted"
 
@@ -55,13 +58,6 @@ class StateDir:
         """As ``fp4patch clean --json`` prints it."""
         return {"path": str(self.path), "distribution": self.distribution, "recorded_version": self.recorded_version,
                 "installed_version": self.installed_version, "kind": self.kind, "reason": self.reason}
-
-
-def record_sha256(dist) -> str | None:
-    """Hex sha256 of the RECORD file of ``dist`` (an :class:`importlib.metadata.Distribution`), or
-    None when it has none: the identity of one install, kept in the manifest."""
-    text = dist.read_text("RECORD")
-    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
 
 
 def _recorded(path: Path) -> tuple[str, str | None, bool]:
