@@ -116,11 +116,24 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
         err.print(f"fp4patch: {message(command)}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Fp4PatchError as exc:
+        message = _error_message(exc)
         if as_json:
-            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": str(exc), "exit_code": exc.exit_code}))
-        err.print(f"fp4patch: error: {exc}", markup=False)
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
+        err.print(f"fp4patch: error: {message}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _error_message(exc: Fp4PatchError) -> str:
+    """The one line an error ends a command with: its message, and for a distribution that is not
+    installed, what fp4patch left there for it (:func:`fp4patch.leftovers.gone_note`)."""
+    from .environment import NotInstalled
+
+    if isinstance(exc, NotInstalled):
+        from .leftovers import gone_note
+
+        return str(exc) + gone_note(exc.env, exc.name)
+    return str(exc)
 
 
 def _check_output_options(as_json: bool, output_format: str | None, quiet: bool) -> None:
