@@ -24,6 +24,8 @@ from .install_record import check_baseline, other_install, record_sha256
 from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
 from .lock import UnwritableLock, environment_lock, held
 from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
+from .report import SpecReport, TargetReport, check_spec, combine  # noqa: F401 (TargetReport re-exported)
+from .sources import Sources
 from .spec import Spec, Target
 
 from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
@@ -32,70 +34,6 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .environment import TargetEnvironment
     from .evidence import Basis, Resolution
-
-
-@dataclass
-class TargetReport:
-    """State of one spec target on the installed files.
-
-    Attributes:
-        file: site-packages-relative path ("" for status targets).
-        state: ``applied``, ``applicable``, ``drifted``, ``not-needed`` or ``unsupported``.
-        operations: ``(description, state, detail)`` for each operation.
-        reason: for status targets, and for a missing file.
-    """
-
-    file: str
-    state: str
-    operations: list[tuple[str, str, str]] = field(default_factory=list)
-    reason: str = ""
-
-
-@dataclass
-class SpecReport:
-    """State of one spec on the installed distribution (the worst of its targets).
-
-    ``basis`` says why its targets apply (:class:`fp4patch.evidence.Basis`): for a release the
-    catalog does not list, the evidence they were taken on ("as verified on 0.7.4, same code").
-    """
-
-    spec: Spec
-    state: str
-    targets: list[TargetReport] = field(default_factory=list)
-    basis: Basis | None = None
-
-    def to_json(self) -> dict:
-        """The report as ``--json`` prints it (one item of ``specs``; see docs/json-schema.json)."""
-        return {
-            "id": self.spec.id,
-            "state": self.state,
-            "default": self.spec.default,
-            "summary": self.spec.summary,
-            "detail": self.detail,
-            "basis": self.basis.to_json() if self.basis is not None else None,
-            "targets": [
-                {
-                    "file": t.file,
-                    "state": t.state,
-                    "reason": t.reason,
-                    "operations": [{"operation": d, "state": s, "detail": x} for d, s, x in t.operations],
-                }
-                for t in self.targets
-            ],
-        }
-
-    @property
-    def detail(self) -> str:
-        """The first reason or drift detail, for one-line output."""
-        if self.state == NEEDS_CHECK and self.basis is not None:
-            return self.basis.describe()
-        for target in self.targets:
-            if target.reason:
-                return target.reason
-            for description, state, detail in target.operations:
-                if state == DRIFTED:
-                    return f"{description}: {detail}"
-        return ""
 
 
 @dataclass
@@ -192,10 +130,11 @@ class Engine:
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
-        self._parsed: dict[Path, tuple] = {}
+        #: The installed files as this command reads them (:mod:`fp4patch.sources`).
+        self.sources = Sources(dist, self.store)
         #: Every file a report read: path relative to site-packages (absolute when outside) →
         #: sha256 of the bytes read, or None when it was missing. The recorded verdict's key.
-        self.inputs: dict[str, str | None] = {}
+        self.inputs = self.sources.inputs
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
         #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
@@ -238,7 +177,7 @@ class Engine:
                 from .fingerprint import ModuleReader
 
                 evidenced = self.evidenced.get(spec.id, set()) if self.evidenced is not None else None
-                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self._released_bytes), evidenced)
+                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self.sources.released_bytes), evidenced)
             self._resolutions[spec.id] = resolution
         resolution = self._resolutions[spec.id]
         if spec.id in self.checked:
@@ -264,139 +203,9 @@ class Engine:
         targets = [t for t in spec.targets if str(t.versions) in wanted]
         return Resolution(targets, basis) if targets else None
 
-    def _released_bytes(self, relative: str) -> bytes | None:
-        """The released bytes of a site-packages file: fp4patch's backup when it patched the file, else
-        the file; None when missing. Noted in :attr:`inputs` (the verdict's key)."""
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            manifest = None
-        path = self.dist.locate(relative)
-        if manifest is not None and relative in manifest.files and self.store.backup_path(relative).is_file():
-            path = self.store.backup_path(relative)
-        try:
-            data = read_bytes(path) if path.is_file() else None
-        except FileSystemError:
-            data = None
-        self._note_input(path, data)
-        return data
-
-    def _note_input(self, path: Path, data: bytes | None) -> None:
-        try:
-            name = path.relative_to(self.dist.site_packages).as_posix()
-        except ValueError:
-            name = str(path)
-        self.inputs[name] = None if data is None else sha256(data)
-
-    # ------------------------------------------------------------------ reading
-    def _load_module(self, path: Path):
-        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing."""
-        import libcst as cst
-
-        if not path.is_file():
-            self._note_input(path, None)
-            return None
-        data = read_bytes(path)
-        self._note_input(path, data)
-        cached = self._parsed.get(path)
-        if cached is not None and cached[0] == data:
-            return cached  # libcst trees are immutable: one parse per file contents and command
-        try:
-            loaded = data, cst.parse_module(data)
-        except cst.ParserSyntaxError as exc:
-            raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution — nothing written") from None
-        except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
-            raise DriftError(f"{path}: not valid Python source ({exc}); reinstall the distribution — nothing written") from None
-        self._parsed[path] = loaded
-        return loaded
-
     def report(self, spec: Spec) -> SpecReport:
-        """Check ``spec`` against the installed files (reads only)."""
-        fast = self._recorded_applied(spec)
-        if fast is not None:
-            return fast
-        obsolete = self._obsolete(spec)
-        if obsolete:
-            return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
-        from .evidence import CHANGED
-
-        resolution = self.resolve(spec)
-        targets, basis = resolution.targets, resolution.basis
-        if not targets:
-            return SpecReport(spec, NOT_TARGETED, basis=basis)
-        if basis is not None and basis.kind == CHANGED:
-            reason = f"{self.dist.version}: {basis.describe()}"
-            return SpecReport(spec, DRIFTED, [TargetReport(t.file, DRIFTED, reason=reason) for t in targets], basis)
-        reports = []
-        for target in targets:
-            if target.status:
-                reason = target.reason if basis is None or not basis.describe() else f"{target.reason} ({basis.describe()})"
-                reports.append(TargetReport("", target.status, reason=reason))
-                continue
-            reports.append(self._check_target(target))
-        state = _combine([r.state for r in reports])
-        if state == APPLICABLE and basis is not None and basis.kind == NEEDS_CHECK:
-            state = NEEDS_CHECK
-        return SpecReport(spec, state, reports, basis)
-
-    def _recorded_applied(self, spec: Spec) -> SpecReport | None:
-        """Fast path: ``applied`` without parsing, when fp4patch's manifest (for this version)
-        records ``spec`` in every target file and each file's sha256 still equals the patched
-        hash recorded when fp4patch wrote it. Anything else (no manifest, another version, a
-        changed file) returns None and the files are checked structurally."""
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            return None
-        if manifest is None or manifest.version != str(self.dist.version) or spec.id not in manifest.specs:
-            return None
-        resolution = self.resolve(spec)
-        targets = resolution.targets
-        reports = []
-        for target in targets:
-            if target.status:
-                reports.append(TargetReport("", target.status, reason=target.reason))
-                continue
-            record = manifest.files.get(target.file)
-            path = self.dist.locate(target.file)
-            if record is None or spec.id not in record.specs or not path.is_file():
-                return None
-            data = read_bytes(path)
-            self._note_input(path, data)
-            if sha256(data) != record.patched_sha256:
-                return None
-            reports.append(TargetReport(target.file, APPLIED))
-        if not any(r.state == APPLIED for r in reports):
-            return None
-        return SpecReport(spec, _combine([r.state for r in reports]), reports, resolution.basis)
-
-    def _obsolete(self, spec: Spec):
-        """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
-        from .operations.base import called_names, find_functions, import_aliases
-
-        for condition in spec.obsolete_when:
-            if not condition.versions.contains(self.dist.version, prereleases=True):
-                continue
-            loaded = self._load_module(self.dist.locate(condition.file))
-            if loaded is None:
-                continue
-            module = loaded[1]
-            aliases = import_aliases(module)
-            for function in find_functions(module, condition.function):
-                if set(condition.calls) <= called_names(function, aliases):
-                    return condition
-        return None
-
-    def _check_target(self, target: Target) -> TargetReport:
-        loaded = self._load_module(self.dist.locate(target.file))
-        if loaded is None:
-            return TargetReport(target.file, DRIFTED, reason=f"file {target.file} not found")
-        _, module = loaded
-        operations = []
-        for op in target.operations:  # each checked on the file as it is: reading only
-            check = op.check(module)
-            operations.append((op.describe(), check.state.value, check.detail))
-        return TargetReport(target.file, _combine([s for _, s, _ in operations]), operations)
+        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`)."""
+        return check_spec(spec, self.sources, self.resolve)
 
     # ------------------------------------------------------------------ planning
     def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
@@ -445,7 +254,7 @@ class Engine:
 
         path = self.dist.locate(relative)
         if base is None:
-            loaded = self._load_module(path)
+            loaded = self.sources.load_module(path)
             assert loaded is not None
             current, module = loaded
         else:
@@ -844,7 +653,7 @@ class Engine:
         path it could load in :attr:`inputs`); None when none would. Reads only."""
         from .bytecode import stale_note
 
-        return stale_note(self.dist, self.bytecode_files(), self._note_input, self.command("apply"))
+        return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
 
     def _refresh_stale_bytecode(self) -> None:
         """Rewrite (or remove) bytecode that would run instead of a target file
@@ -923,13 +732,3 @@ def _check_result(path: Path, data: bytes) -> None:
         compile(data, str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
-
-
-def _combine(states: list[str]) -> str:
-    """The state of several targets/operations together: any drift wins, then not-applied."""
-    for state in (DRIFTED, UNSUPPORTED, APPLICABLE):
-        if state in states:
-            return state
-    if states and all(s == NOT_NEEDED for s in states):
-        return NOT_NEEDED
-    return APPLIED
