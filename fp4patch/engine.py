@@ -7,23 +7,22 @@ Reports are plain data (:class:`SpecReport`); the CLI renders them.
 
 from __future__ import annotations
 
-import base64
 import difflib
 import os
-import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .bytecode import refresh_file
 from .environment import InstalledDistribution
 from .errors import DriftError, FileSystemError, UsageError
 from .install_record import check_baseline, other_install, record_sha256
-from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
-from .lock import UnwritableLock, environment_lock, held
-from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
+from .files import check_writable, fault_point, read_bytes, sha256
+from .journal import run
+from .lock import UnwritableLock, environment_lock
+from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore
+from .recovery import journal_note, recover
 from .report import SpecReport, TargetReport, check_spec, combine  # noqa: F401 (TargetReport re-exported)
 from .sources import Sources
 from .spec import Spec, Target
@@ -309,7 +308,7 @@ class Engine:
             self._refresh_stale_bytecode()
             return written
         try:
-            self._recover()
+            recover(self.store, self.dist, self.notify)
             self.check_on_cpu(specs, required)
             written = self._apply(specs, allow_modified, required=required)
             self._refresh_stale_bytecode()
@@ -427,7 +426,7 @@ class Engine:
             backups={p.relative: Journal.encode(p.current) for p in fresh},
             manifest=asdict(new_manifest),
         )
-        self._run(journal, undo=[(p.path, p.current) for p in writes], previous=previous)
+        run(self.store, self.dist, journal, undo=[(p.path, p.current) for p in writes], previous=previous)
         return writes
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
@@ -449,7 +448,7 @@ class Engine:
         if not self.store.lock_path.parent.exists():
             return []  # nothing recorded, nothing interrupted: no lock needed (read-only images too)
         with self._locked():
-            self._recover()
+            recover(self.store, self.dist, self.notify)
             return self._revert(ids, force)
 
     def _revert(self, ids: list[str] | None, force: bool) -> list[str]:
@@ -532,7 +531,7 @@ class Engine:
         from .verdict import remove
 
         remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
-        self._run(journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
+        run(self.store, self.dist, journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
         return touched
 
     # ------------------------------------------------------------------ journal and lock
@@ -544,102 +543,11 @@ class Engine:
             remove_when=lambda: True,
         )
 
-    def _run(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
-        """Record ``journal``, then carry it out, with Ctrl-C held until it is done
-        (:func:`fp4patch.interrupts.held`). On a write error, put back what was written."""
-        from .interrupts import held
-
-        with held():
-            self._run_held(journal, undo, previous)
-
-    def _run_held(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
-        self.store.write_journal(journal)
-        fault_point("journal")
-        try:
-            self._execute(journal)
-        except FileSystemError:
-            try:
-                for path, old in reversed(undo):
-                    if not path.is_file() or sha256(path.read_bytes()) != sha256(old):
-                        atomic_write(path, old)
-                if previous is not None:
-                    self.store.save(previous)
-                else:
-                    self.store.remove()  # leave no state directory behind a failed first apply
-                self.store.journal_path.unlink(missing_ok=True)
-            except (OSError, FileSystemError):
-                pass  # the journal stays: the next run finishes the operation
-            raise
-
-    def _execute(self, journal: Journal) -> None:
-        """Carry out ``journal``; every step is skipped when already done, so it can run again."""
-        for relative, data in sorted(journal.backups.items()):
-            content = base64.b64decode(data)
-            backup = self.store.backup_path(relative)
-            if not (backup.is_file() and sha256(backup.read_bytes()) == sha256(content)):
-                self.store.write_backup(relative, content)
-            fault_point("backup")
-        for entry in journal.files:
-            path = self.dist.locate(entry.path)
-            if not (path.is_file() and sha256(read_bytes(path)) == entry.after_sha256 and path.stat().st_mode & 0o7777 == entry.mode):
-                atomic_write(path, entry.content, mode=entry.mode)
-            fault_point("file")
-        for entry in journal.files:
-            refresh_file(self.dist, entry.path)
-            fault_point("bytecode")
-        if journal.manifest is not None:
-            self.store.save(manifest_from_dict(journal.manifest))
-            for relative in journal.drop_backups:
-                self.store.backup_path(relative).unlink(missing_ok=True)
-        else:
-            self.store.path.unlink(missing_ok=True)
-            shutil.rmtree(self.store.backups, ignore_errors=True)
-        fault_point("manifest")
-        self.store.journal_path.unlink(missing_ok=True)
-        fault_point("done")
-        if journal.manifest is None:
-            self.store.remove()
-
-    def _recover(self) -> None:
-        """Finish an operation that was killed (its journal is there), or clean up after one that
-        was killed before it changed any file. Says which on ``notify``."""
-        root = self.store.root
-        leftovers = [p for p in root.rglob(f"*{TEMP_SUFFIX}")] if root.is_dir() else []
-        for tmp in leftovers:
-            tmp.unlink(missing_ok=True)
-        journal = self.store.load_journal()
-        if journal is None:
-            if root.is_dir() and not self.store.path.exists():
-                self.store.remove()  # backups of a first apply killed before its journal
-                leftovers.append(root)
-            if leftovers:
-                self.notify(f"rolled back an interrupted fp4patch run: it had not changed any file yet; removed its leftovers in {root}")
-            return
-        what = f"{journal.operation} of {', '.join(journal.specs)}"
-        if (journal.distribution, journal.version) != (self.dist.name, str(self.dist.version)):
-            self.notify(
-                f"discarded the journal of an interrupted {what} on {journal.distribution} {journal.version}: "
-                f"{self.dist.version} is installed now, its files replaced the ones being written"
-            )
-            self.store.journal_path.unlink(missing_ok=True)
-            return
-        for entry in journal.files:
-            path = self.dist.locate(entry.path)
-            remove_temp_files(path)
-            current = sha256(read_bytes(path)) if path.is_file() else None
-            if current not in (entry.before_sha256, entry.after_sha256):
-                raise FileSystemError(
-                    f"{path}: neither the bytes before nor after the interrupted {what} ({self.store.journal_path}); "
-                    f"not finishing it — reinstall {self.dist.name}, then delete {root}"
-                )
-        self._execute(journal)
-        self.notify(f"completed an interrupted {what} from its journal ({len(journal.files)} file(s); {self.store.journal_path} removed)")
-
     def interrupted(self) -> str | None:
         """A one-line note when ``verify`` must fail for a reason outside the spec states: an
         apply/revert was interrupted (or is running now), or a target file has stale bytecode that
         Python would run instead of it (:meth:`stale_bytecode`); reads only."""
-        return self._journal_note() or self.stale_bytecode()
+        return journal_note(self.store, self.command) or self.stale_bytecode()
 
     def bytecode_files(self) -> list[str]:
         """Site-packages-relative paths of every existing file that a spec of this distribution
@@ -665,22 +573,6 @@ class Engine:
         from .bytecode import refresh_stale
 
         refresh_stale(self.dist, self.bytecode_files(), self.notify)
-
-    def _journal_note(self) -> str | None:
-        journal_path = self.store.journal_path
-        if not journal_path.exists():
-            return None
-        try:
-            journal = self.store.load_journal()
-        except FileSystemError as exc:
-            return str(exc)
-        what = f"{journal.operation} of {', '.join(journal.specs)}" if journal else "operation"
-        if held(self.store.lock_path):
-            return f"an fp4patch {what} is running in another process ({journal_path})"
-        return (
-            f"an fp4patch {what} was interrupted ({journal_path}); run `{self.command('apply')}` to finish it "
-            f"and then `{self.command('revert')}` if you want it undone"
-        )
 
     def _current_manifest(self) -> Manifest | None:
         """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
