@@ -1,105 +1,69 @@
-"""Plan, apply, verify and revert specs on one installed distribution.
+"""Plan, apply, verify and revert specs on one installed distribution: the coordinator.
 
-The engine reads each target file once, runs the operations of every selected spec over the
-libcst tree in memory, checks that the result parses and compiles, and only then writes.
-Reports are plain data (:class:`SpecReport`); the CLI renders them.
+:class:`Engine` holds what one command knows about the distribution and orders the parts, each
+in a module named for what it does (none of them imports the engine):
+
+====================  ===========================================================================
+:mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the
+                      ``--strict`` policy, the targets a spec keeps from its recorded basis
+:mod:`.sources`       the installed files: parsed once per contents, every read noted (the
+                      verdict's key), released bytes
+:mod:`.report`        the state of one spec (:class:`SpecReport`), reads only
+:mod:`.plan`          new bytes in memory (:class:`FilePlan`), the preflight, the change to journal
+:mod:`.journal`       every write recorded before the first, carried out step by step, undone on error
+:mod:`.recovery`      a killed run finished or cleaned up; the "interrupted" note
+:mod:`.install_record`  RECORD: the baseline of a first patch, "another install?"
+:mod:`.bytecode`      pyc files made current, stale ones found
+:mod:`.lock`          one writer per environment
+====================  ===========================================================================
+
+Each public method reads as the sequence it runs. ``apply``, under the lock: recover, check
+``needs-check`` specs on CPU, conflicts with the applied specs, plan, preflight, journal,
+bytecode, ``on_success``. ``revert``, under the lock: recover, the specs to remove, plan the
+originals, journal. Plans never write; besides the journal the engine writes in two places, both
+here and said on ``notify``: discarding fp4patch's record of another install (:meth:`_current_manifest`,
+and ``revert --force`` of such a record). Reports are plain data; the CLI renders them.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .environment import InstalledDistribution
-from .errors import DriftError, FileSystemError, UsageError
-from .install_record import check_baseline, other_install, record_sha256
-from .files import check_writable, fault_point, read_bytes, sha256
+from .errors import FileSystemError
+from .files import fault_point
+from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
-from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore
+from .manifest import Manifest, ManifestStore
+from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change
 from .recovery import journal_note, recover
-from .report import SpecReport, TargetReport, check_spec, combine  # noqa: F401 (TargetReport re-exported)
+from .report import SpecReport, TargetReport, check_spec
+from .selection import (
+    check_applied_conflicts,
+    check_conflicts,
+    left_out,
+    planned_targets,
+    recorded_resolution,
+    removed_specs,
+    select_specs,
+)
 from .sources import Sources
 from .spec import Spec, Target
-
-from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
+from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED
 
 if TYPE_CHECKING:
     from .catalog import Catalog
     from .environment import TargetEnvironment
     from .evidence import Basis, Resolution
 
-
-@dataclass
-class FilePlan:
-    """One file to patch: what is on disk now and what it becomes."""
-
-    relative: str
-    path: Path
-    current: bytes
-    patched: bytes
-    specs: list[str]
-    encoding: str = "utf-8"
-
-    @property
-    def changes(self) -> bool:
-        """True when ``patched`` differs from ``current``."""
-        return self.current != self.patched
-
-    def unified_diff(self) -> str:
-        """Unified diff ``a/<relative>`` → ``b/<relative>`` (empty when nothing changes)."""
-        old = self.current.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
-        new = self.patched.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
-        return "".join(difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}"))
-
-
-def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | None = None) -> list[Spec]:
-    """The specs named by ``ids`` (default: those marked ``default``), plus what they require,
-    without those named by ``skip`` (``--skip``: leave a spec out by name, e.g. one that does not
-    apply to the installed release).
-
-    Raises:
-        UsageError: an unknown id (in ``ids`` or ``skip``), two selected specs that conflict, or a
-            skipped spec that a selected one requires.
-    """
-    by_id = {s.id: s for s in specs}
-    unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
-    if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], list(by_id), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(f"unknown spec {unknown[0]!r}; {hint}known: {', '.join(by_id)} (see `fp4patch status`)")
-    if ids:
-        chosen = list(dict.fromkeys(ids))
-    else:
-        chosen = [s.id for s in specs if s.default]
-    queue = list(chosen)
-    while queue:
-        for needed in by_id[queue.pop()].requires:
-            if needed not in chosen:
-                chosen.append(needed)
-                queue.append(needed)
-    for left_out in skip or []:
-        needing = [i for i in chosen if left_out in by_id[i].requires and i not in (skip or [])]
-        if needing:
-            raise UsageError(f"--skip {left_out}: {needing[0]!r} requires it; skip that one too, or keep {left_out!r}")
-    chosen = [i for i in chosen if i not in (skip or [])]
-    check_conflicts([by_id[i] for i in chosen], set(chosen))
-    return [by_id[i] for i in sorted(chosen)]
-
-
-def check_conflicts(selected: list[Spec], present: set[str], where: str = "selected together") -> None:
-    """Raise :class:`UsageError` when a spec in ``selected`` conflicts with an id in ``present``."""
-    for spec in selected:
-        for other in spec.conflicts:
-            if other in present:
-                raise UsageError(f"spec {spec.id!r} conflicts with {other!r} ({where}); choose one with --spec")
+#: Re-exported for the CLI, against, compat and the tests, which import them from here.
+__all__ = [
+    "APPLICABLE", "APPLIED", "DRIFTED", "NEEDS_CHECK", "NOT_NEEDED", "NOT_TARGETED", "OBSOLETE", "SATISFIED", "UNSUPPORTED",
+    "Engine", "FilePlan", "SpecReport", "TargetReport", "check_conflicts", "select_specs",
+]
 
 
 class Engine:
@@ -160,17 +124,19 @@ class Engine:
             self._catalog = load_catalog(self.dist.name)
         return self._catalog
 
+    # ------------------------------------------------------------------ reading
     def resolve(self, spec: Spec) -> Resolution:
         """The targets ``spec`` takes on the installed release and why (:func:`fp4patch.evidence.resolve`).
 
-        A spec recorded in this install's manifest keeps the basis it was applied on (its files hold
-        the patched code now, which no fingerprint of the release would match); a spec ``apply``
-        checked on CPU in this command carries that outcome.
+        A spec recorded in this install's manifest keeps the basis it was applied on
+        (:func:`fp4patch.selection.recorded_resolution`: its files hold the patched code now, which
+        no fingerprint of the release would match); a spec ``apply`` checked on CPU in this command
+        carries that outcome. Resolved once per spec until :meth:`forget_reads`.
         """
         from .evidence import Resolution
 
         if spec.id not in self._resolutions:
-            resolution = self._recorded_resolution(spec)
+            resolution = recorded_resolution(spec, self.store, self.dist)
             if resolution is None:
                 from .evidence import resolve
                 from .fingerprint import ModuleReader
@@ -188,89 +154,62 @@ class Engine:
         self.inputs.clear()
         self._resolutions.clear()
 
-    def _recorded_resolution(self, spec: Spec) -> Resolution | None:
-        from .evidence import Basis, Resolution
-
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            return None
-        if manifest is None or spec.id not in manifest.basis or other_install(manifest, self.dist):
-            return None
-        basis = Basis.from_json(manifest.basis[spec.id])
-        wanted = set(basis.target.split("; "))
-        targets = [t for t in spec.targets if str(t.versions) in wanted]
-        return Resolution(targets, basis) if targets else None
-
     def report(self, spec: Spec) -> SpecReport:
         """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`)."""
         return check_spec(spec, self.sources, self.resolve)
 
+    def interrupted(self) -> str | None:
+        """A one-line note when ``verify`` must fail for a reason outside the spec states: an
+        apply/revert was interrupted or is running now (:func:`fp4patch.recovery.journal_note`), or a
+        target file has stale bytecode that Python would run instead of it (:meth:`stale_bytecode`);
+        reads only."""
+        return journal_note(self.store, self.command) or self.stale_bytecode()
+
+    def bytecode_files(self) -> list[str]:
+        """Site-packages-relative paths of every existing file that a spec of this distribution
+        targets at the installed version: those whose bytecode fp4patch keeps current."""
+        files = {t.file for s in self.specs for t in self.resolve(s).targets if t.file and not t.status}
+        return sorted(f for f in files if self.dist.locate(f).is_file())
+
+    def stale_bytecode(self) -> str | None:
+        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`) would
+        run instead of the file on disk (:func:`fp4patch.bytecode.stale_note`, which notes every pyc
+        path it could load in :attr:`inputs`); None when none would. Reads only."""
+        from .bytecode import stale_note
+
+        return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
+
+    def stale_record(self) -> str | None:
+        """One line when fp4patch's record here was written for another install of the
+        distribution (:func:`fp4patch.leftovers.stale_note`); None otherwise. Reads only."""
+        from .leftovers import stale_note
+
+        return stale_note(self.store.root, self.command)
+
     # ------------------------------------------------------------------ planning
     def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
-        """Transform every file targeted by ``specs`` in memory.
+        """Transform every file targeted by ``specs`` in memory: site-packages-relative path → its plan.
 
-        The policy for partly covered releases (:func:`fp4patch.states.accepted`): a spec declared
-        ``unsupported`` on this release is left out unless it is in ``required`` (named with
+        The policy for partly covered releases (:func:`fp4patch.selection.planned_targets`): a spec
+        declared ``unsupported`` on this release is left out unless it is in ``required`` (named with
         ``--spec``, or every spec with ``--strict``); ``not-needed`` and ``obsolete`` specs need
         nothing. ``unchecked``: plan ``needs-check`` specs as if their CPU check had passed (``diff``
         shows what ``apply`` would write); else they are problems like drift.
 
         Raises:
             DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
-                required but unsupported; nothing is written. The message names each, and the
-                ``--skip`` that leaves it out.
+                required but unsupported (the message names each, and the ``--skip`` that leaves it
+                out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
-        problems, skippable, changed = [], [], False
-        by_file: dict[str, list[tuple[Spec, Target]]] = {}
-        for spec in specs:
-            report = self.report(spec)
-            if report.state in (OBSOLETE, NOT_NEEDED):
-                continue
-            if report.state == UNSUPPORTED and spec.id not in required:
-                continue  # left out: listed with its reason by apply and verify
-            if report.state in (DRIFTED, UNSUPPORTED) or (report.state == NEEDS_CHECK and not unchecked):
-                problems.append(f"{spec.id}: {report.state}: {report.detail}")
-                skippable.append(spec.id)
-                changed = changed or (report.basis is not None and report.basis.kind in ("changed", "needs-check"))
-            elif report.state == NOT_TARGETED:
-                problems.append(f"{spec.id}: no target for {self.dist.name} {self.dist.version}")
-                skippable.append(spec.id)
-            for target in self.resolve(spec).targets:
-                if not target.status:
-                    by_file.setdefault(target.file, []).append((spec, target))
-        if problems:
-            skip = self.command("apply", *(w for i in skippable for w in ("--skip", i)))
-            raise DriftError(
-                f"{self.dist.name} {self.dist.version}: " + "; ".join(problems)
-                + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{self.command('verify')}`"
-                + (f"; `{self.command('verify', '--show-changes')}` shows what changed)" if changed else ")")
-            )
-        return {rel: self._plan_file(rel, pairs) for rel, pairs in by_file.items()}
+        by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
+        return {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
 
-    def _plan_file(self, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
-        import libcst as cst
-
-        path = self.dist.locate(relative)
-        if base is None:
-            loaded = self.sources.load_module(path)
-            assert loaded is not None
-            current, module = loaded
-        else:
-            current, module = base, cst.parse_module(base)
-        for _, target in pairs:
-            for op in target.operations:
-                module = op.apply(module)
-        patched = module.bytes
-        _check_result(path, patched)
-        return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
-
-    # ------------------------------------------------------------------ commands
     def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:
         """The files ``apply`` would change, with their new contents (writes nothing). A
         ``needs-check`` spec is shown as ``apply`` would write it once its CPU check passes."""
         return [p for p in self.plan(specs, required, unchecked=True).values() if p.changes]
 
+    # ------------------------------------------------------------------ writing
     def apply(
         self,
         specs: list[Spec],
@@ -280,14 +219,14 @@ class Engine:
     ) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
 
-        Holds the environment's lock, first finishes an operation that was interrupted (see
-        :meth:`_recover`), then checks on CPU every spec in ``needs-check`` (a release the catalog
-        does not list whose code differs from the verified one: :meth:`check_on_cpu`), then plans,
-        checks and writes through a journal. ``required``: the spec ids that must apply even where
-        declared ``unsupported`` (:meth:`plan`). ``on_success`` runs after a successful apply with
-        the lock still held (the CLI records verify's verdict there: another writer waiting for
-        the lock would take its temporary file for the leftover of a killed run); not on a
-        read-only site-packages, where nothing is written.
+        Holds the environment's lock, first finishes an operation that was interrupted
+        (:func:`fp4patch.recovery.recover`), then checks on CPU every spec in ``needs-check`` (a
+        release the catalog does not list whose code differs from the verified one:
+        :meth:`check_on_cpu`), then plans, checks and writes through a journal. ``required``: the
+        spec ids that must apply even where declared ``unsupported`` (:meth:`plan`). ``on_success``
+        runs after a successful apply with the lock still held (the CLI records verify's verdict
+        there: another writer waiting for the lock would take its temporary file for the leftover
+        of a killed run); not on a read-only site-packages, where nothing is written.
 
         Raises:
             DriftError: a selected spec is drifted, not targeted, failed its CPU check, or is
@@ -342,92 +281,25 @@ class Engine:
     def _apply(
         self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None, required: frozenset[str] | set[str] = frozenset()
     ) -> list[FilePlan]:
+        """The writing part of :meth:`apply` (under the lock, or without one and ``refuse_writes``:
+        raised when anything is to be written)."""
         manifest = self._current_manifest()
-        if manifest:
-            applied = [s for s in self.specs if s.id in manifest.specs]
-            requested = {s.id for s in specs}
-            for spec in specs:
-                for other in set(spec.conflicts) & set(manifest.specs):
-                    raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{self.command('revert', '--spec', other)}` first")
-            for spec in applied:
-                for other in set(spec.conflicts) & requested:
-                    raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{self.command('revert', '--spec', spec.id)}` first")
+        check_applied_conflicts(specs, self.specs, manifest, self.command)
         plans = self.plan(specs, required)
         fault_point("plan")
-        writes = [p for p in plans.values() if p.changes]
-        links = [plan.path for plan in writes if plan.path.is_symlink()]
-        if links:
-            # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
-            # and the reinstall that gives regular files (never write through a link into a shared cache).
-            pinned = f"{self.dist.name}=={self.dist.version}"
-            what = (
-                f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
-                if len(links) == 1
-                else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
-            )
-            raise FileSystemError(
-                f"{what}; fp4patch patches regular files only — reinstall with copies "
-                f"(`uv pip install --reinstall --no-deps --link-mode=copy {pinned}`; pip installs copies: "
-                f"`pip install --force-reinstall --no-deps {pinned}`), or replace each link by a copy of its file, then apply"
-            )
-        manifest = manifest or Manifest(self.dist.name, str(self.dist.version))
-        previous = manifest if self.store.path.exists() else None
-        reinstalled: set[str] = set()
-        for plan in writes:
-            record = manifest.files.get(plan.relative)
-            current = sha256(plan.current)
-            if record and current == record.original_sha256 != record.patched_sha256:
-                reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
-                self.notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
-            elif record and current != record.patched_sha256:
-                raise FileSystemError(
-                    f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `{self.command('revert', '--force')}`"
-                )
-            elif not record and not allow_modified:
-                check_baseline(self.dist, plan.relative, plan.path, plan.current)
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
-        taken = [s for s in specs if not (self.report(s).state == UNSUPPORTED and s.id not in required)]
-        applied_ids = sorted(set(manifest.specs) | {s.id for s in taken})
-        basis = dict(manifest.basis)
-        for spec in taken:
-            resolved = self.resolve(spec).basis
-            if resolved is not None and resolved.kind not in ("listed", "no-target"):
-                basis[spec.id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
-        new_manifest = Manifest(
-            self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(self.dist.dist), basis=basis
+        taken = [s for s in specs if not left_out(self.report(s), required)]
+        change = apply_change(
+            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken}
         )
-        for plan in plans.values():
-            old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
-            original = old.original_sha256 if old else sha256(plan.current)
-            if old is None and not plan.changes:
-                continue  # already patched by hand or upstream: nothing to restore
-            mode = plan.path.stat().st_mode & 0o7777
-            specs_in = sorted(set(old.specs if old else []) | set(plan.specs))
-            new_manifest.files[plan.relative] = FileRecord(original, sha256(plan.patched), specs_in, mode)
-        if not writes and self.store.path.exists() and new_manifest == manifest:
-            return []  # nothing to do, and nothing to record: no write at all
-        if not writes and not new_manifest.files:
-            return []  # every selected spec is obsolete, not needed, or already in the files
+        if change is None:
+            return []
         if refuse_writes is not None:
             raise refuse_writes
-        for plan in writes:
-            check_writable(plan.path)
-        self._check_state_writable()
-        fresh = [p for p in writes if p.relative not in manifest.files or p.relative in reinstalled]
-        journal = Journal(
-            "apply",
-            self.dist.name,
-            str(self.dist.version),
-            sorted({s.id for s in specs}),
-            files=[
-                JournalFile(p.relative, sha256(p.current), sha256(p.patched), p.path.stat().st_mode & 0o7777, Journal.encode(p.patched))
-                for p in writes
-            ],
-            backups={p.relative: Journal.encode(p.current) for p in fresh},
-            manifest=asdict(new_manifest),
-        )
-        run(self.store, self.dist, journal, undo=[(p.path, p.current) for p in writes], previous=previous)
-        return writes
+        change.check_writable(self.store)
+        run(self.store, self.dist, change.journal, change.undo, change.previous)
+        return [p for p in plans.values() if p.changes]
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
         """Restore originals byte for byte; returns the relative paths restored or rewritten (files
@@ -452,89 +324,28 @@ class Engine:
             return self._revert(ids, force)
 
     def _revert(self, ids: list[str] | None, force: bool) -> list[str]:
+        """The writing part of :meth:`revert` (under the lock)."""
         manifest = self.store.load()
         if manifest is None:
             return []
-        installed = str(self.dist.version)
         if other_install(manifest, self.dist):
-            now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
-            if not force:
-                raise FileSystemError(
-                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
-                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `{self.command('revert', '--force')}` discards that record, "
-                    f"`{self.command('apply')}` replaces it"
-                )
-            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
-            self.store.remove()
+            self._discard_other_install(manifest, force)
             return []
-        removing = set(manifest.specs if not ids else ids)
-        unknown = removing - set(manifest.specs)
-        if unknown:
-            # a recorded spec that changed no file (not needed on this release) is not called applied
-            applied = manifest.applied_specs()
-            idle = [s for s in manifest.specs if s not in applied]
-            raise UsageError(
-                f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
-                f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
-            )
+        removing = removed_specs(manifest, ids)
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
-        writes, records, touched, dropped = [], dict(manifest.files), [], []
-        for relative, record in manifest.files.items():
-            if not removing & set(record.specs):
-                continue
-            path = self.dist.locate(relative)
-            current = read_bytes(path) if path.exists() else b""
-            keep = [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
-            if sha256(current) == record.original_sha256 and not keep:
-                self.notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
-                del records[relative]
-                dropped.append(relative)
-                self.dropped.append(relative)
-                continue
-            touched.append(relative)
-            if sha256(current) != record.patched_sha256 and not force:
-                raise FileSystemError(
-                    f"{path}: changed since apply (sha256 differs from the manifest); not restoring — "
-                    f"reinstall {self.dist.name}, or use --force to restore the backup anyway"
-                )
-            original = self.store.read_backup(relative)
-            if sha256(original) != record.original_sha256:
-                raise FileSystemError(f"{self.store.backup_path(relative)}: backup altered (sha256 mismatch); reinstall {self.dist.name}")
-            if keep:
-                new = self._plan_file(relative, keep, base=original).patched
-                records[relative] = FileRecord(record.original_sha256, sha256(new), sorted({s.id for s, _ in keep}), record.mode)
-            else:
-                new = original
-                del records[relative]
-                dropped.append(relative)
-            writes.append((relative, path, current, new, record.mode))
-        for _, path, *_ in writes:
-            check_writable(path)
-        self._check_state_writable()
-        kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
-        new_manifest = (
-            Manifest(
-                manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis
-            )
-            if records
-            else None
-        )
-        journal = Journal(
-            "revert",
-            self.dist.name,
-            installed,
-            sorted(removing),
-            files=[JournalFile(rel, sha256(cur), sha256(new), mode, Journal.encode(new)) for rel, _, cur, new, mode in writes],
-            manifest=asdict(new_manifest) if new_manifest else None,
-            drop_backups=dropped if new_manifest else [],
-        )
+
+        def kept(relative: str) -> list[tuple[Spec, Target]]:
+            return [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
+
+        change, touched = revert_change(self.sources, manifest, removing, remaining, kept, force, self.notify, self.dropped)
+        change.check_writable(self.store)
         from .verdict import remove
 
         remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
-        run(self.store, self.dist, journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
+        run(self.store, self.dist, change.journal, change.undo, change.previous)
         return touched
 
-    # ------------------------------------------------------------------ journal and lock
+    # ------------------------------------------------------------------ the lock, bytecode, another install's record
     def _locked(self):
         return environment_lock(
             self.store.lock_path,
@@ -542,26 +353,6 @@ class Engine:
             self.notify,
             remove_when=lambda: True,
         )
-
-    def interrupted(self) -> str | None:
-        """A one-line note when ``verify`` must fail for a reason outside the spec states: an
-        apply/revert was interrupted (or is running now), or a target file has stale bytecode that
-        Python would run instead of it (:meth:`stale_bytecode`); reads only."""
-        return journal_note(self.store, self.command) or self.stale_bytecode()
-
-    def bytecode_files(self) -> list[str]:
-        """Site-packages-relative paths of every existing file that a spec of this distribution
-        targets at the installed version: those whose bytecode fp4patch keeps current."""
-        files = {t.file for s in self.specs for t in self.resolve(s).targets if t.file and not t.status}
-        return sorted(f for f in files if self.dist.locate(f).is_file())
-
-    def stale_bytecode(self) -> str | None:
-        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`) would
-        run instead of the file on disk (:func:`fp4patch.bytecode.stale_note`, which notes every pyc
-        path it could load in :attr:`inputs`); None when none would. Reads only."""
-        from .bytecode import stale_note
-
-        return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
 
     def _refresh_stale_bytecode(self) -> None:
         """Rewrite (or remove) bytecode that would run instead of a target file
@@ -587,40 +378,25 @@ class Engine:
             return None
         return manifest
 
-    def stale_record(self) -> str | None:
-        """One line when fp4patch's record here was written for another install of the
-        distribution (upgraded, or reinstalled with another RECORD): what it is and what removes
-        it; None otherwise (also when there is none, or it cannot be read). Reads only."""
-        from .leftovers import STALE, describe
+    def _discard_other_install(self, manifest: Manifest, force: bool) -> None:
+        """``revert`` of a record written for another install: refused, or with ``force``
+        discarded (no file restored), saying so.
 
-        if not self.store.root.is_dir():
-            return None
-        state = describe(self.store.root)
-        if state.kind != STALE:
-            return None
-        return f"{state.reason}; `{self.command('apply')}` replaces it, `{self.command('clean')}` removes it"
-
-    def _check_state_writable(self) -> None:
-        """The manifest directory (or the nearest existing parent) must accept new files."""
-        directory = self.store.root
-        while not directory.exists():
-            directory = directory.parent
-        check_writable(directory / "manifest.json")
+        Raises:
+            FileSystemError: without ``force``; the message names both commands that remove it.
+        """
+        installed = str(self.dist.version)
+        now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
+        if not force:
+            raise FileSystemError(
+                f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
+                f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `{self.command('revert', '--force')}` discards that record, "
+                f"`{self.command('apply')}` replaces it"
+            )
+        self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
+        self.store.remove()
 
 
 def _stderr(message: str) -> None:
     sys.stderr.write(f"fp4patch: {message}\n")
     sys.stderr.flush()
-
-
-def _check_result(path: Path, data: bytes) -> None:
-    """The patched bytes must compile (CPython); else nothing is written.
-
-    Not parsed again with libcst: the bytes are libcst's own printing of a tree made of parsed
-    source and parsed snippets, which libcst reads back (its round-trip guarantee); compiling is the
-    check that the edit is valid Python (a re-parse cost about 0.1 CPU-second per file).
-    """
-    try:
-        compile(data, str(path), "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None

@@ -12,12 +12,15 @@ that are no longer there. :func:`find` tells each state directory apart:
 - ``interrupted``: an ``apply``/``revert`` journal of the installed distribution (``apply``
   finishes it).
 
-:func:`clean` (``fp4patch clean``) removes ``gone`` and ``stale`` ones, never installed files.
+:func:`clean` (``fp4patch clean``) removes ``gone`` and ``stale`` ones, never installed files;
+:func:`stale_note` is the line ``status`` prints for a ``stale`` one, :func:`gone_note` what the
+"not installed" error adds for a ``gone`` one.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -117,6 +120,20 @@ def gone_note(env: TargetEnvironment, name: str) -> str:
     import shlex
 
     return f"; {left[0].reason} — `{shlex.join(['fp4patch', 'clean', *env.options])}` removes it"
+
+
+def stale_note(root: Path, command: Callable[..., str]) -> str | None:
+    """One line when the state directory ``root`` (``<site-packages>/.fp4patch/<distribution>``)
+    was written for another install of the distribution (``stale``: upgraded, or reinstalled with
+    another RECORD): what it is, and the ``apply`` and ``clean`` commands (built by ``command``,
+    :meth:`fp4patch.engine.Engine.command`) that replace or remove it. None otherwise (also when
+    there is none, or it cannot be read). Reads only."""
+    if not root.is_dir():
+        return None
+    state = describe(root)
+    if state.kind != STALE:
+        return None
+    return f"{state.reason}; `{command('apply')}` replaces it, `{command('clean')}` removes it"
 
 
 def clean(env: TargetEnvironment, notify=None) -> tuple[list[StateDir], list[StateDir]]:
