@@ -349,7 +349,7 @@ def apply(
         def record_verdict() -> None:  # under apply's lock
             engine.forget_reads()  # the verdict's key: exactly the files the reports below read
             reports[:] = [engine.report(s).to_json() for s in selected]
-            record(engine, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
+            record(engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
 
         written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=required)
         if not reports:  # a read-only site-packages with everything applied: no verdict recorded
