@@ -10,6 +10,11 @@ recorded and never compared: the pyc runs whatever the source says). fp4patch re
 file in place, so each of those files must be made current (:func:`refresh`) and ``verify`` must
 not say ok while one would run other code (:func:`stale`).
 
+For the files fp4patch patches in one installed distribution (the engine names them:
+:meth:`fp4patch.engine.Engine.bytecode_files`): :func:`refresh_file` after each write,
+:func:`refresh_stale` for what another tool left after an earlier apply, and :func:`stale_note`,
+``verify``'s one line about it.
+
 Standard library only: the recorded-verdict fast path may import it.
 """
 
@@ -20,10 +25,14 @@ import marshal
 import os
 import py_compile
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import FileSystemError
+
+if TYPE_CHECKING:
+    from .environment import InstalledDistribution
 
 #: pyc header flags (PEP 552) → how py_compile writes them again.
 MODES = {
@@ -188,3 +197,57 @@ def stale(sources: Iterable[Path], prefixes: Iterable[str | None]) -> list[str]:
             if _shape(loaded) != _shape(fresh):
                 problems.append(f"{what} compiled from other source of the same size and modification time")
     return problems
+
+
+def refresh_file(dist: InstalledDistribution, relative: str) -> list[tuple[Path, str]]:
+    """Make the bytecode of ``relative`` (site-packages-relative, a file of ``dist``) current
+    everywhere the target interpreter may load it from: :func:`refresh` over every spelling of the
+    file and the target's pycache prefixes. Returns ``(pyc, "rewritten"|"removed")``.
+
+    Raises:
+        FileSystemError: a stale bytecode file can be neither rewritten nor removed.
+    """
+    return refresh(dist.spellings(relative), dist.bytecode_prefixes)
+
+
+def refresh_stale(dist: InstalledDistribution, files: Iterable[str], notify: Callable[[str], None]) -> None:
+    """Rewrite (or remove) bytecode that would run instead of one of ``files`` (site-packages-relative
+    files of ``dist``): left by another tool after an earlier apply (the files themselves need no
+    write then). Says which on ``notify``, one line a file.
+
+    Raises:
+        FileSystemError: a stale bytecode file can be neither rewritten nor removed.
+    """
+    for relative in files:
+        if stale(dist.spellings(relative), dist.bytecode_prefixes):
+            done = refresh_file(dist, relative)
+            notify(f"{dist.locate(relative)}: made its stale bytecode current ({', '.join(f'{p} {w}' for p, w in done)})")
+
+
+def stale_note(
+    dist: InstalledDistribution, files: Iterable[str], note: Callable[[Path, bytes | None], None], apply_command: str
+) -> str | None:
+    """A one-line problem when a pyc of one of ``files`` (site-packages-relative files of ``dist``),
+    in its ``__pycache__`` or under the target's pycache prefix, would run instead of the file on
+    disk (:func:`stale`); None when none would. ``apply_command`` is the command the line advises
+    (it rewrites the pyc).
+
+    Every pyc path the target's or this interpreter's cache tag could load (:func:`possible_files`,
+    missing ones too) is passed to ``note`` with its bytes (None when missing or unreadable): the
+    recorded ``verify`` answer is keyed on them, so it is not used once bytecode appears or
+    changes there. Reads only.
+    """
+    problems = []
+    for relative in files:
+        spellings = dist.spellings(relative)
+        for pyc in possible_files(spellings, dist.bytecode_prefixes, dist.cache_tags):
+            try:
+                data = pyc.read_bytes()
+            except OSError:
+                data = None
+            note(pyc, data)
+        problems.extend(stale(spellings, dist.bytecode_prefixes))
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `{apply_command}` (rewrites it) or delete it"

@@ -116,11 +116,24 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
         err.print(f"fp4patch: {message(command)}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Fp4PatchError as exc:
+        message = _error_message(exc)
         if as_json:
-            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": str(exc), "exit_code": exc.exit_code}))
-        err.print(f"fp4patch: error: {exc}", markup=False)
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
+        err.print(f"fp4patch: error: {message}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _error_message(exc: Fp4PatchError) -> str:
+    """The one line an error ends a command with: its message, and for a distribution that is not
+    installed, what fp4patch left there for it (:func:`fp4patch.leftovers.gone_note`)."""
+    from .environment import NotInstalled
+
+    if isinstance(exc, NotInstalled):
+        from .leftovers import gone_note
+
+        return str(exc) + gone_note(exc.env, exc.name)
+    return str(exc)
 
 
 def _check_output_options(as_json: bool, output_format: str | None, quiet: bool) -> None:
@@ -336,7 +349,7 @@ def apply(
         def record_verdict() -> None:  # under apply's lock
             engine.forget_reads()  # the verdict's key: exactly the files the reports below read
             reports[:] = [engine.report(s).to_json() for s in selected]
-            record(engine, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
+            record(engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
 
         written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=required)
         if not reports:  # a read-only site-packages with everything applied: no verdict recorded

@@ -63,7 +63,7 @@ def copy_sources(engine: Engine, destination: Path) -> Path:
                 continue
             target = destination / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            data = engine._released_bytes(relative)
+            data = engine.sources.released_bytes(relative)
             target.write_bytes(data if data is not None else path.read_bytes())
     info = Path(str(getattr(engine.dist.dist, "_path", "") or ""))
     if info.is_dir():

@@ -1,38 +1,17 @@
 """Render an op source (``patches/<distribution>/ops/<function>.py``) for one release target.
 
-One source per op, release differences as data: an op source holds the *superset* of a FlashInfer
-wrapper's parameters over every release it supports, and three functions — ``entry`` (called while
-Dynamo traces), ``op`` (the custom op's eager body) and ``fake`` (its fake implementation). A spec
-target of kind ``custom-op`` names the release's own parameters (``params``), per-release defaults
-(``defaults``) and release data (``release``, merged into the source's ``RELEASE`` dict). This module
-turns that into the two blocks that land in site-packages:
+The op-source language is documented in ``docs/op-source.md``, construct by construct (``OP_PARAMS``,
+``OMIT``, ``SPLICE``, ``WRAPPER``, ``OP``, helper modules, ``RELEASE``, ``MUTATES_ARGS``, absent
+parameters, per-release defaults, ``callers``, the imports, the redirect), each with what it renders to
+and what is refused, and the order the renderer works in; ``tests/test_op_source_docs.py`` runs every
+example of that page through this module.
 
-* the *redirect*, inserted first in the wrapper (after its docstring)::
-
-      if _fp4patch_<function>_is_compiling() or _fp4patch_<function>_compiler._is_compiling_flag:
-          return _fp4patch_<function>_entry(p1=p1, p2=p2, ...)
-
-* the *op block*, appended to the module: a registration function holding the op source's code, the
-  custom op registered as ``fp4patch::<function>_<fingerprint>``, and the bypass of FlashInfer's
-  ``@flashinfer_api`` logging wrappers while compiling.
-
-The fingerprint is 8 hex digits of the sha256 of the rendered code with the op name left out, so the
-op's identity changes exactly when its schema, fake or release data change: PyTorch's FX-graph and
-inductor caches key on the graph's code, which names the op, so an upgrade never meets a cached
-graph compiled against another fake (issue: FlashInfer 0.6.0 → 0.7.4 changed the scale factors'
-padded layout at 0.6.8).
-
-The parameter list is written once, in ``op``: ``def entry(**OP_PARAMS):`` / ``def fake(**OP_PARAMS):``
-take op's parameters (names and defaults, no annotations), and in a call to ``OP`` or ``WRAPPER``
-``**OP_PARAMS`` expands to ``p=p`` for each of op's parameters in signature order, an explicit keyword of the
-same call replacing its ``p=p`` in place and ``p=OMIT`` leaving it out; absent parameters are then trimmed as
-above. Helpers shared between op sources live in helper modules beside them (``ops/_<name>.py``); an op
-source's ``from ._<name> import _f, _g`` is replaced by those functions, the functions of that module they
-call and the imports they use, so the block never imports fp4patch and the fingerprint covers the helpers.
-A parameter list that several op sources share (FlashInfer declares it in several wrappers) is a
-*signature-only* helper function, ``def _f(p: T, q: U = 1):`` with a docstring for its body: ``op``
-names it as one parameter annotated ``SPLICE`` (``_f: SPLICE,``), and the renderer puts ``_f``'s
-parameters in that place (annotations, defaults and layout); ``_f`` itself is not inlined.
+:func:`render` turns one op source and one ``custom-op`` target (:class:`CustomOpTarget`: the release's
+``params``, ``defaults``, ``release`` data and ``callers``) into a :class:`Rendered`: the *redirect*,
+inserted first in the wrapper (after its docstring), and the *op block*, appended to its module, which
+registers the custom op ``fp4patch::<function>_<fingerprint>`` (8 hex digits of the sha256 of the
+rendered code, provenance comments left out). :func:`plain_source` expands the placeholders and inlines
+the helpers for every parameter of ``op``, without trimming for a release (what tests execute).
 
 Validation (:func:`check_op_source`) uses only :mod:`ast`, so that loading specs stays light;
 rendering (:func:`render`) uses libcst and runs when a target's operations are built.

@@ -1,168 +1,69 @@
-"""Plan, apply, verify and revert specs on one installed distribution.
+"""Plan, apply, verify and revert specs on one installed distribution: the coordinator.
 
-The engine reads each target file once, runs the operations of every selected spec over the
-libcst tree in memory, checks that the result parses and compiles, and only then writes.
-Reports are plain data (:class:`SpecReport`); the CLI renders them.
+:class:`Engine` holds what one command knows about the distribution and orders the parts, each
+in a module named for what it does (none of them imports the engine):
+
+====================  ===========================================================================
+:mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the
+                      ``--strict`` policy, the targets a spec keeps from its recorded basis
+:mod:`.sources`       the installed files: parsed once per contents, every read noted (the
+                      verdict's key), released bytes
+:mod:`.report`        the state of one spec (:class:`SpecReport`), reads only
+:mod:`.plan`          new bytes in memory (:class:`FilePlan`), the preflight, the change to journal
+:mod:`.journal`       every write recorded before the first, carried out step by step, undone on error
+:mod:`.recovery`      a killed run finished or cleaned up; the "interrupted" note
+:mod:`.install_record`  RECORD: the baseline of a first patch, "another install?"
+:mod:`.bytecode`      pyc files made current, stale ones found
+:mod:`.lock`          one writer per environment
+====================  ===========================================================================
+
+Each public method reads as the sequence it runs. ``apply``, under the lock: recover, check
+``needs-check`` specs on CPU, conflicts with the applied specs, plan, preflight, journal,
+bytecode, ``on_success``. ``revert``, under the lock: recover, the specs to remove, plan the
+originals, journal. Plans never write; besides the journal the engine writes in two places, both
+here and said on ``notify``: discarding fp4patch's record of another install (:meth:`_current_manifest`,
+and ``revert --force`` of such a record). Reports are plain data; the CLI renders them.
 """
 
 from __future__ import annotations
 
-import base64
-import difflib
-import fcntl
-import hashlib
-import os
-import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .environment import InstalledDistribution
-from .errors import DriftError, FileSystemError, UsageError
-from .files import TEMP_SUFFIX, atomic_write, check_writable, fault_point, read_bytes, remove_temp_files, sha256
+from .errors import FileSystemError
+from .files import fault_point
+from .install_record import other_install
+from .journal import run
 from .lock import UnwritableLock, environment_lock
-from .manifest import FileRecord, Journal, JournalFile, Manifest, ManifestStore, manifest_from_dict
+from .manifest import Manifest, ManifestStore
+from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change
+from .recovery import journal_note, recover
+from .report import SpecReport, TargetReport, check_spec
+from .selection import (
+    check_applied_conflicts,
+    check_conflicts,
+    left_out,
+    planned_targets,
+    recorded_resolution,
+    removed_specs,
+    select_specs,
+)
+from .sources import Sources
 from .spec import Spec, Target
-
-from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED  # noqa: F401 (re-exported)
+from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED
 
 if TYPE_CHECKING:
     from .catalog import Catalog
     from .environment import TargetEnvironment
     from .evidence import Basis, Resolution
 
-
-@dataclass
-class TargetReport:
-    """State of one spec target on the installed files.
-
-    Attributes:
-        file: site-packages-relative path ("" for status targets).
-        state: ``applied``, ``applicable``, ``drifted``, ``not-needed`` or ``unsupported``.
-        operations: ``(description, state, detail)`` for each operation.
-        reason: for status targets, and for a missing file.
-    """
-
-    file: str
-    state: str
-    operations: list[tuple[str, str, str]] = field(default_factory=list)
-    reason: str = ""
-
-
-@dataclass
-class SpecReport:
-    """State of one spec on the installed distribution (the worst of its targets).
-
-    ``basis`` says why its targets apply (:class:`fp4patch.evidence.Basis`): for a release the
-    catalog does not list, the evidence they were taken on ("as verified on 0.7.4, same code").
-    """
-
-    spec: Spec
-    state: str
-    targets: list[TargetReport] = field(default_factory=list)
-    basis: Basis | None = None
-
-    def to_json(self) -> dict:
-        """The report as ``--json`` prints it (one item of ``specs``; see docs/json-schema.json)."""
-        return {
-            "id": self.spec.id,
-            "state": self.state,
-            "default": self.spec.default,
-            "summary": self.spec.summary,
-            "detail": self.detail,
-            "basis": self.basis.to_json() if self.basis is not None else None,
-            "targets": [
-                {
-                    "file": t.file,
-                    "state": t.state,
-                    "reason": t.reason,
-                    "operations": [{"operation": d, "state": s, "detail": x} for d, s, x in t.operations],
-                }
-                for t in self.targets
-            ],
-        }
-
-    @property
-    def detail(self) -> str:
-        """The first reason or drift detail, for one-line output."""
-        if self.state == NEEDS_CHECK and self.basis is not None:
-            return self.basis.describe()
-        for target in self.targets:
-            if target.reason:
-                return target.reason
-            for description, state, detail in target.operations:
-                if state == DRIFTED:
-                    return f"{description}: {detail}"
-        return ""
-
-
-@dataclass
-class FilePlan:
-    """One file to patch: what is on disk now and what it becomes."""
-
-    relative: str
-    path: Path
-    current: bytes
-    patched: bytes
-    specs: list[str]
-    encoding: str = "utf-8"
-
-    @property
-    def changes(self) -> bool:
-        """True when ``patched`` differs from ``current``."""
-        return self.current != self.patched
-
-    def unified_diff(self) -> str:
-        """Unified diff ``a/<relative>`` → ``b/<relative>`` (empty when nothing changes)."""
-        old = self.current.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
-        new = self.patched.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
-        return "".join(difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}"))
-
-
-def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | None = None) -> list[Spec]:
-    """The specs named by ``ids`` (default: those marked ``default``), plus what they require,
-    without those named by ``skip`` (``--skip``: leave a spec out by name, e.g. one that does not
-    apply to the installed release).
-
-    Raises:
-        UsageError: an unknown id (in ``ids`` or ``skip``), two selected specs that conflict, or a
-            skipped spec that a selected one requires.
-    """
-    by_id = {s.id: s for s in specs}
-    unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
-    if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], list(by_id), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(f"unknown spec {unknown[0]!r}; {hint}known: {', '.join(by_id)} (see `fp4patch status`)")
-    if ids:
-        chosen = list(dict.fromkeys(ids))
-    else:
-        chosen = [s.id for s in specs if s.default]
-    queue = list(chosen)
-    while queue:
-        for needed in by_id[queue.pop()].requires:
-            if needed not in chosen:
-                chosen.append(needed)
-                queue.append(needed)
-    for left_out in skip or []:
-        needing = [i for i in chosen if left_out in by_id[i].requires and i not in (skip or [])]
-        if needing:
-            raise UsageError(f"--skip {left_out}: {needing[0]!r} requires it; skip that one too, or keep {left_out!r}")
-    chosen = [i for i in chosen if i not in (skip or [])]
-    check_conflicts([by_id[i] for i in chosen], set(chosen))
-    return [by_id[i] for i in sorted(chosen)]
-
-
-def check_conflicts(selected: list[Spec], present: set[str], where: str = "selected together") -> None:
-    """Raise :class:`UsageError` when a spec in ``selected`` conflicts with an id in ``present``."""
-    for spec in selected:
-        for other in spec.conflicts:
-            if other in present:
-                raise UsageError(f"spec {spec.id!r} conflicts with {other!r} ({where}); choose one with --spec")
+#: Re-exported for the CLI, against, compat and the tests, which import them from here.
+__all__ = [
+    "APPLICABLE", "APPLIED", "DRIFTED", "NEEDS_CHECK", "NOT_NEEDED", "NOT_TARGETED", "OBSOLETE", "SATISFIED", "UNSUPPORTED",
+    "Engine", "FilePlan", "SpecReport", "TargetReport", "check_conflicts", "select_specs",
+]
 
 
 class Engine:
@@ -192,10 +93,11 @@ class Engine:
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
-        self._parsed: dict[Path, tuple] = {}
+        #: The installed files as this command reads them (:mod:`fp4patch.sources`).
+        self.sources = Sources(dist, self.store)
         #: Every file a report read: path relative to site-packages (absolute when outside) →
         #: sha256 of the bytes read, or None when it was missing. The recorded verdict's key.
-        self.inputs: dict[str, str | None] = {}
+        self.inputs = self.sources.inputs
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
         #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
@@ -222,23 +124,25 @@ class Engine:
             self._catalog = load_catalog(self.dist.name)
         return self._catalog
 
+    # ------------------------------------------------------------------ reading
     def resolve(self, spec: Spec) -> Resolution:
         """The targets ``spec`` takes on the installed release and why (:func:`fp4patch.evidence.resolve`).
 
-        A spec recorded in this install's manifest keeps the basis it was applied on (its files hold
-        the patched code now, which no fingerprint of the release would match); a spec ``apply``
-        checked on CPU in this command carries that outcome.
+        A spec recorded in this install's manifest keeps the basis it was applied on
+        (:func:`fp4patch.selection.recorded_resolution`: its files hold the patched code now, which
+        no fingerprint of the release would match); a spec ``apply`` checked on CPU in this command
+        carries that outcome. Resolved once per spec until :meth:`forget_reads`.
         """
         from .evidence import Resolution
 
         if spec.id not in self._resolutions:
-            resolution = self._recorded_resolution(spec)
+            resolution = recorded_resolution(spec, self.store, self.dist)
             if resolution is None:
                 from .evidence import resolve
                 from .fingerprint import ModuleReader
 
                 evidenced = self.evidenced.get(spec.id, set()) if self.evidenced is not None else None
-                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self._released_bytes), evidenced)
+                resolution = resolve(spec, self.dist.version, self.catalog, ModuleReader(self.dist.site_packages, self.sources.released_bytes), evidenced)
             self._resolutions[spec.id] = resolution
         resolution = self._resolutions[spec.id]
         if spec.id in self.checked:
@@ -250,219 +154,62 @@ class Engine:
         self.inputs.clear()
         self._resolutions.clear()
 
-    def _recorded_resolution(self, spec: Spec) -> Resolution | None:
-        from .evidence import Basis, Resolution
-
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            return None
-        if manifest is None or spec.id not in manifest.basis or self._other_install(manifest):
-            return None
-        basis = Basis.from_json(manifest.basis[spec.id])
-        wanted = set(basis.target.split("; "))
-        targets = [t for t in spec.targets if str(t.versions) in wanted]
-        return Resolution(targets, basis) if targets else None
-
-    def _released_bytes(self, relative: str) -> bytes | None:
-        """The released bytes of a site-packages file: fp4patch's backup when it patched the file, else
-        the file; None when missing. Noted in :attr:`inputs` (the verdict's key)."""
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            manifest = None
-        path = self.dist.locate(relative)
-        if manifest is not None and relative in manifest.files and self.store.backup_path(relative).is_file():
-            path = self.store.backup_path(relative)
-        try:
-            data = read_bytes(path) if path.is_file() else None
-        except FileSystemError:
-            data = None
-        self._note_input(path, data)
-        return data
-
-    def _note_input(self, path: Path, data: bytes | None) -> None:
-        try:
-            name = path.relative_to(self.dist.site_packages).as_posix()
-        except ValueError:
-            name = str(path)
-        self.inputs[name] = None if data is None else sha256(data)
-
-    # ------------------------------------------------------------------ reading
-    def _load_module(self, path: Path):
-        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing."""
-        import libcst as cst
-
-        if not path.is_file():
-            self._note_input(path, None)
-            return None
-        data = read_bytes(path)
-        self._note_input(path, data)
-        cached = self._parsed.get(path)
-        if cached is not None and cached[0] == data:
-            return cached  # libcst trees are immutable: one parse per file contents and command
-        try:
-            loaded = data, cst.parse_module(data)
-        except cst.ParserSyntaxError as exc:
-            raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution — nothing written") from None
-        except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
-            raise DriftError(f"{path}: not valid Python source ({exc}); reinstall the distribution — nothing written") from None
-        self._parsed[path] = loaded
-        return loaded
-
     def report(self, spec: Spec) -> SpecReport:
-        """Check ``spec`` against the installed files (reads only)."""
-        fast = self._recorded_applied(spec)
-        if fast is not None:
-            return fast
-        obsolete = self._obsolete(spec)
-        if obsolete:
-            return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
-        from .evidence import CHANGED
+        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`)."""
+        return check_spec(spec, self.sources, self.resolve)
 
-        resolution = self.resolve(spec)
-        targets, basis = resolution.targets, resolution.basis
-        if not targets:
-            return SpecReport(spec, NOT_TARGETED, basis=basis)
-        if basis is not None and basis.kind == CHANGED:
-            reason = f"{self.dist.version}: {basis.describe()}"
-            return SpecReport(spec, DRIFTED, [TargetReport(t.file, DRIFTED, reason=reason) for t in targets], basis)
-        reports = []
-        for target in targets:
-            if target.status:
-                reason = target.reason if basis is None or not basis.describe() else f"{target.reason} ({basis.describe()})"
-                reports.append(TargetReport("", target.status, reason=reason))
-                continue
-            reports.append(self._check_target(target))
-        state = _combine([r.state for r in reports])
-        if state == APPLICABLE and basis is not None and basis.kind == NEEDS_CHECK:
-            state = NEEDS_CHECK
-        return SpecReport(spec, state, reports, basis)
+    def interrupted(self) -> str | None:
+        """A one-line note when ``verify`` must fail for a reason outside the spec states: an
+        apply/revert was interrupted or is running now (:func:`fp4patch.recovery.journal_note`), or a
+        target file has stale bytecode that Python would run instead of it (:meth:`stale_bytecode`);
+        reads only."""
+        return journal_note(self.store, self.command) or self.stale_bytecode()
 
-    def _recorded_applied(self, spec: Spec) -> SpecReport | None:
-        """Fast path: ``applied`` without parsing, when fp4patch's manifest (for this version)
-        records ``spec`` in every target file and each file's sha256 still equals the patched
-        hash recorded when fp4patch wrote it. Anything else (no manifest, another version, a
-        changed file) returns None and the files are checked structurally."""
-        try:
-            manifest = self.store.load()
-        except FileSystemError:
-            return None
-        if manifest is None or manifest.version != str(self.dist.version) or spec.id not in manifest.specs:
-            return None
-        resolution = self.resolve(spec)
-        targets = resolution.targets
-        reports = []
-        for target in targets:
-            if target.status:
-                reports.append(TargetReport("", target.status, reason=target.reason))
-                continue
-            record = manifest.files.get(target.file)
-            path = self.dist.locate(target.file)
-            if record is None or spec.id not in record.specs or not path.is_file():
-                return None
-            data = read_bytes(path)
-            self._note_input(path, data)
-            if sha256(data) != record.patched_sha256:
-                return None
-            reports.append(TargetReport(target.file, APPLIED))
-        if not any(r.state == APPLIED for r in reports):
-            return None
-        return SpecReport(spec, _combine([r.state for r in reports]), reports, resolution.basis)
+    def bytecode_files(self) -> list[str]:
+        """Site-packages-relative paths of every existing file that a spec of this distribution
+        targets at the installed version: those whose bytecode fp4patch keeps current."""
+        files = {t.file for s in self.specs for t in self.resolve(s).targets if t.file and not t.status}
+        return sorted(f for f in files if self.dist.locate(f).is_file())
 
-    def _obsolete(self, spec: Spec):
-        """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
-        from .operations.base import called_names, find_functions, import_aliases
+    def stale_bytecode(self) -> str | None:
+        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`) would
+        run instead of the file on disk (:func:`fp4patch.bytecode.stale_note`, which notes every pyc
+        path it could load in :attr:`inputs`); None when none would. Reads only."""
+        from .bytecode import stale_note
 
-        for condition in spec.obsolete_when:
-            if not condition.versions.contains(self.dist.version, prereleases=True):
-                continue
-            loaded = self._load_module(self.dist.locate(condition.file))
-            if loaded is None:
-                continue
-            module = loaded[1]
-            aliases = import_aliases(module)
-            for function in find_functions(module, condition.function):
-                if set(condition.calls) <= called_names(function, aliases):
-                    return condition
-        return None
+        return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
 
-    def _check_target(self, target: Target) -> TargetReport:
-        loaded = self._load_module(self.dist.locate(target.file))
-        if loaded is None:
-            return TargetReport(target.file, DRIFTED, reason=f"file {target.file} not found")
-        _, module = loaded
-        operations = []
-        for op in target.operations:  # each checked on the file as it is: reading only
-            check = op.check(module)
-            operations.append((op.describe(), check.state.value, check.detail))
-        return TargetReport(target.file, _combine([s for _, s, _ in operations]), operations)
+    def stale_record(self) -> str | None:
+        """One line when fp4patch's record here was written for another install of the
+        distribution (:func:`fp4patch.leftovers.stale_note`); None otherwise. Reads only."""
+        from .leftovers import stale_note
+
+        return stale_note(self.store.root, self.command)
 
     # ------------------------------------------------------------------ planning
     def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
-        """Transform every file targeted by ``specs`` in memory.
+        """Transform every file targeted by ``specs`` in memory: site-packages-relative path → its plan.
 
-        The policy for partly covered releases (:func:`fp4patch.states.accepted`): a spec declared
-        ``unsupported`` on this release is left out unless it is in ``required`` (named with
+        The policy for partly covered releases (:func:`fp4patch.selection.planned_targets`): a spec
+        declared ``unsupported`` on this release is left out unless it is in ``required`` (named with
         ``--spec``, or every spec with ``--strict``); ``not-needed`` and ``obsolete`` specs need
         nothing. ``unchecked``: plan ``needs-check`` specs as if their CPU check had passed (``diff``
         shows what ``apply`` would write); else they are problems like drift.
 
         Raises:
             DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
-                required but unsupported; nothing is written. The message names each, and the
-                ``--skip`` that leaves it out.
+                required but unsupported (the message names each, and the ``--skip`` that leaves it
+                out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
-        problems, skippable, changed = [], [], False
-        by_file: dict[str, list[tuple[Spec, Target]]] = {}
-        for spec in specs:
-            report = self.report(spec)
-            if report.state in (OBSOLETE, NOT_NEEDED):
-                continue
-            if report.state == UNSUPPORTED and spec.id not in required:
-                continue  # left out: listed with its reason by apply and verify
-            if report.state in (DRIFTED, UNSUPPORTED) or (report.state == NEEDS_CHECK and not unchecked):
-                problems.append(f"{spec.id}: {report.state}: {report.detail}")
-                skippable.append(spec.id)
-                changed = changed or (report.basis is not None and report.basis.kind in ("changed", "needs-check"))
-            elif report.state == NOT_TARGETED:
-                problems.append(f"{spec.id}: no target for {self.dist.name} {self.dist.version}")
-                skippable.append(spec.id)
-            for target in self.resolve(spec).targets:
-                if not target.status:
-                    by_file.setdefault(target.file, []).append((spec, target))
-        if problems:
-            skip = self.command("apply", *(w for i in skippable for w in ("--skip", i)))
-            raise DriftError(
-                f"{self.dist.name} {self.dist.version}: " + "; ".join(problems)
-                + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{self.command('verify')}`"
-                + (f"; `{self.command('verify', '--show-changes')}` shows what changed)" if changed else ")")
-            )
-        return {rel: self._plan_file(rel, pairs) for rel, pairs in by_file.items()}
+        by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
+        return {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
 
-    def _plan_file(self, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
-        import libcst as cst
-
-        path = self.dist.locate(relative)
-        if base is None:
-            loaded = self._load_module(path)
-            assert loaded is not None
-            current, module = loaded
-        else:
-            current, module = base, cst.parse_module(base)
-        for _, target in pairs:
-            for op in target.operations:
-                module = op.apply(module)
-        patched = module.bytes
-        _check_result(path, patched)
-        return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
-
-    # ------------------------------------------------------------------ commands
     def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:
         """The files ``apply`` would change, with their new contents (writes nothing). A
         ``needs-check`` spec is shown as ``apply`` would write it once its CPU check passes."""
         return [p for p in self.plan(specs, required, unchecked=True).values() if p.changes]
 
+    # ------------------------------------------------------------------ writing
     def apply(
         self,
         specs: list[Spec],
@@ -472,14 +219,14 @@ class Engine:
     ) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
 
-        Holds the environment's lock, first finishes an operation that was interrupted (see
-        :meth:`_recover`), then checks on CPU every spec in ``needs-check`` (a release the catalog
-        does not list whose code differs from the verified one: :meth:`check_on_cpu`), then plans,
-        checks and writes through a journal. ``required``: the spec ids that must apply even where
-        declared ``unsupported`` (:meth:`plan`). ``on_success`` runs after a successful apply with
-        the lock still held (the CLI records verify's verdict there: another writer waiting for
-        the lock would take its temporary file for the leftover of a killed run); not on a
-        read-only site-packages, where nothing is written.
+        Holds the environment's lock, first finishes an operation that was interrupted
+        (:func:`fp4patch.recovery.recover`), then checks on CPU every spec in ``needs-check`` (a
+        release the catalog does not list whose code differs from the verified one:
+        :meth:`check_on_cpu`), then plans, checks and writes through a journal. ``required``: the
+        spec ids that must apply even where declared ``unsupported`` (:meth:`plan`). ``on_success``
+        runs after a successful apply with the lock still held (the CLI records verify's verdict
+        there: another writer waiting for the lock would take its temporary file for the leftover
+        of a killed run); not on a read-only site-packages, where nothing is written.
 
         Raises:
             DriftError: a selected spec is drifted, not targeted, failed its CPU check, or is
@@ -500,7 +247,7 @@ class Engine:
             self._refresh_stale_bytecode()
             return written
         try:
-            self._recover()
+            recover(self.store, self.dist, self.notify)
             self.check_on_cpu(specs, required)
             written = self._apply(specs, allow_modified, required=required)
             self._refresh_stale_bytecode()
@@ -534,112 +281,25 @@ class Engine:
     def _apply(
         self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None, required: frozenset[str] | set[str] = frozenset()
     ) -> list[FilePlan]:
+        """The writing part of :meth:`apply` (under the lock, or without one and ``refuse_writes``:
+        raised when anything is to be written)."""
         manifest = self._current_manifest()
-        if manifest:
-            applied = [s for s in self.specs if s.id in manifest.specs]
-            requested = {s.id for s in specs}
-            for spec in specs:
-                for other in set(spec.conflicts) & set(manifest.specs):
-                    raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{self.command('revert', '--spec', other)}` first")
-            for spec in applied:
-                for other in set(spec.conflicts) & requested:
-                    raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{self.command('revert', '--spec', spec.id)}` first")
+        check_applied_conflicts(specs, self.specs, manifest, self.command)
         plans = self.plan(specs, required)
         fault_point("plan")
-        writes = [p for p in plans.values() if p.changes]
-        links = [plan.path for plan in writes if plan.path.is_symlink()]
-        if links:
-            # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
-            # and the reinstall that gives regular files (never write through a link into a shared cache).
-            pinned = f"{self.dist.name}=={self.dist.version}"
-            what = (
-                f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
-                if len(links) == 1
-                else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
-            )
-            raise FileSystemError(
-                f"{what}; fp4patch patches regular files only — reinstall with copies "
-                f"(`uv pip install --reinstall --no-deps --link-mode=copy {pinned}`; pip installs copies: "
-                f"`pip install --force-reinstall --no-deps {pinned}`), or replace each link by a copy of its file, then apply"
-            )
-        manifest = manifest or Manifest(self.dist.name, str(self.dist.version))
-        previous = manifest if self.store.path.exists() else None
-        reinstalled: set[str] = set()
-        for plan in writes:
-            record = manifest.files.get(plan.relative)
-            current = sha256(plan.current)
-            if record and current == record.original_sha256 != record.patched_sha256:
-                reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
-                self.notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
-            elif record and current != record.patched_sha256:
-                raise FileSystemError(
-                    f"{plan.path}: changed since fp4patch patched it; reinstall {self.dist.name} or run `{self.command('revert', '--force')}`"
-                )
-            elif not record and not allow_modified:
-                self._check_baseline(plan)
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
-        taken = [s for s in specs if not (self.report(s).state == UNSUPPORTED and s.id not in required)]
-        applied_ids = sorted(set(manifest.specs) | {s.id for s in taken})
-        basis = dict(manifest.basis)
-        for spec in taken:
-            resolved = self.resolve(spec).basis
-            if resolved is not None and resolved.kind not in ("listed", "no-target"):
-                basis[spec.id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
-        new_manifest = Manifest(
-            self.dist.name, str(self.dist.version), applied_ids, dict(manifest.files), record_sha256=self._record_sha256(), basis=basis
+        taken = [s for s in specs if not left_out(self.report(s), required)]
+        change = apply_change(
+            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken}
         )
-        for plan in plans.values():
-            old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
-            original = old.original_sha256 if old else sha256(plan.current)
-            if old is None and not plan.changes:
-                continue  # already patched by hand or upstream: nothing to restore
-            mode = plan.path.stat().st_mode & 0o7777
-            specs_in = sorted(set(old.specs if old else []) | set(plan.specs))
-            new_manifest.files[plan.relative] = FileRecord(original, sha256(plan.patched), specs_in, mode)
-        if not writes and self.store.path.exists() and new_manifest == manifest:
-            return []  # nothing to do, and nothing to record: no write at all
-        if not writes and not new_manifest.files:
-            return []  # every selected spec is obsolete, not needed, or already in the files
+        if change is None:
+            return []
         if refuse_writes is not None:
             raise refuse_writes
-        for plan in writes:
-            check_writable(plan.path)
-        self._check_state_writable()
-        fresh = [p for p in writes if p.relative not in manifest.files or p.relative in reinstalled]
-        journal = Journal(
-            "apply",
-            self.dist.name,
-            str(self.dist.version),
-            sorted({s.id for s in specs}),
-            files=[
-                JournalFile(p.relative, sha256(p.current), sha256(p.patched), p.path.stat().st_mode & 0o7777, Journal.encode(p.patched))
-                for p in writes
-            ],
-            backups={p.relative: Journal.encode(p.current) for p in fresh},
-            manifest=asdict(new_manifest),
-        )
-        self._run(journal, undo=[(p.path, p.current) for p in writes], previous=previous)
-        return writes
-
-    def _check_baseline(self, plan: FilePlan) -> None:
-        """A file about to be patched for the first time must be the one the distribution installed
-        (its sha256 in RECORD), when RECORD lists one."""
-        expected = self._record_hashes().get(plan.relative)
-        if expected is None:
-            return
-        actual = base64.urlsafe_b64encode(hashlib.sha256(plan.current).digest()).rstrip(b"=").decode()
-        if actual != expected.rstrip("="):
-            raise FileSystemError(
-                f"{plan.path}: differs from the sha256 in {self.dist.name} {self.dist.version}'s RECORD (changed by hand?); "
-                f"reinstall {self.dist.name}, or pass --allow-modified to patch it anyway — nothing changed"
-            )
-
-    def _record_hashes(self) -> dict[str, str]:
-        hashes = {}
-        for entry in self.dist.dist.files or []:
-            if entry.hash is not None and entry.hash.mode == "sha256":
-                hashes[entry.as_posix()] = entry.hash.value
-        return hashes
+        change.check_writable(self.store)
+        run(self.store, self.dist, change.journal, change.undo, change.previous)
+        return [p for p in plans.values() if p.changes]
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
         """Restore originals byte for byte; returns the relative paths restored or rewritten (files
@@ -660,93 +320,32 @@ class Engine:
         if not self.store.lock_path.parent.exists():
             return []  # nothing recorded, nothing interrupted: no lock needed (read-only images too)
         with self._locked():
-            self._recover()
+            recover(self.store, self.dist, self.notify)
             return self._revert(ids, force)
 
     def _revert(self, ids: list[str] | None, force: bool) -> list[str]:
+        """The writing part of :meth:`revert` (under the lock)."""
         manifest = self.store.load()
         if manifest is None:
             return []
-        installed = str(self.dist.version)
-        if self._other_install(manifest):
-            now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
-            if not force:
-                raise FileSystemError(
-                    f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
-                    f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `{self.command('revert', '--force')}` discards that record, "
-                    f"`{self.command('apply')}` replaces it"
-                )
-            self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
-            self.store.remove()
+        if other_install(manifest, self.dist):
+            self._discard_other_install(manifest, force)
             return []
-        removing = set(manifest.specs if not ids else ids)
-        unknown = removing - set(manifest.specs)
-        if unknown:
-            # a recorded spec that changed no file (not needed on this release) is not called applied
-            applied = manifest.applied_specs()
-            idle = [s for s in manifest.specs if s not in applied]
-            raise UsageError(
-                f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
-                f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
-            )
+        removing = removed_specs(manifest, ids)
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
-        writes, records, touched, dropped = [], dict(manifest.files), [], []
-        for relative, record in manifest.files.items():
-            if not removing & set(record.specs):
-                continue
-            path = self.dist.locate(relative)
-            current = read_bytes(path) if path.exists() else b""
-            keep = [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
-            if sha256(current) == record.original_sha256 and not keep:
-                self.notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
-                del records[relative]
-                dropped.append(relative)
-                self.dropped.append(relative)
-                continue
-            touched.append(relative)
-            if sha256(current) != record.patched_sha256 and not force:
-                raise FileSystemError(
-                    f"{path}: changed since apply (sha256 differs from the manifest); not restoring — "
-                    f"reinstall {self.dist.name}, or use --force to restore the backup anyway"
-                )
-            original = self.store.read_backup(relative)
-            if sha256(original) != record.original_sha256:
-                raise FileSystemError(f"{self.store.backup_path(relative)}: backup altered (sha256 mismatch); reinstall {self.dist.name}")
-            if keep:
-                new = self._plan_file(relative, keep, base=original).patched
-                records[relative] = FileRecord(record.original_sha256, sha256(new), sorted({s.id for s, _ in keep}), record.mode)
-            else:
-                new = original
-                del records[relative]
-                dropped.append(relative)
-            writes.append((relative, path, current, new, record.mode))
-        for _, path, *_ in writes:
-            check_writable(path)
-        self._check_state_writable()
-        kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
-        new_manifest = (
-            Manifest(
-                manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis
-            )
-            if records
-            else None
-        )
-        journal = Journal(
-            "revert",
-            self.dist.name,
-            installed,
-            sorted(removing),
-            files=[JournalFile(rel, sha256(cur), sha256(new), mode, Journal.encode(new)) for rel, _, cur, new, mode in writes],
-            manifest=asdict(new_manifest) if new_manifest else None,
-            drop_backups=dropped if new_manifest else [],
-        )
+
+        def kept(relative: str) -> list[tuple[Spec, Target]]:
+            return [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
+
+        change, touched = revert_change(self.sources, manifest, removing, remaining, kept, force, self.notify, self.dropped)
+        change.check_writable(self.store)
         from .verdict import remove
 
         remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
-        self._run(journal, undo=[(path, cur) for _, path, cur, _, _ in writes], previous=manifest)
+        run(self.store, self.dist, change.journal, change.undo, change.previous)
         return touched
 
-    # ------------------------------------------------------------------ journal and lock
+    # ------------------------------------------------------------------ the lock, bytecode, another install's record
     def _locked(self):
         return environment_lock(
             self.store.lock_path,
@@ -755,172 +354,21 @@ class Engine:
             remove_when=lambda: True,
         )
 
-    def _run(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
-        """Record ``journal``, then carry it out, with Ctrl-C held until it is done
-        (:func:`fp4patch.interrupts.held`). On a write error, put back what was written."""
-        from .interrupts import held
-
-        with held():
-            self._run_held(journal, undo, previous)
-
-    def _run_held(self, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None) -> None:
-        self.store.write_journal(journal)
-        fault_point("journal")
-        try:
-            self._execute(journal)
-        except FileSystemError:
-            try:
-                for path, old in reversed(undo):
-                    if not path.is_file() or sha256(path.read_bytes()) != sha256(old):
-                        atomic_write(path, old)
-                if previous is not None:
-                    self.store.save(previous)
-                else:
-                    self.store.remove()  # leave no state directory behind a failed first apply
-                self.store.journal_path.unlink(missing_ok=True)
-            except (OSError, FileSystemError):
-                pass  # the journal stays: the next run finishes the operation
-            raise
-
-    def _execute(self, journal: Journal) -> None:
-        """Carry out ``journal``; every step is skipped when already done, so it can run again."""
-        for relative, data in sorted(journal.backups.items()):
-            content = base64.b64decode(data)
-            backup = self.store.backup_path(relative)
-            if not (backup.is_file() and sha256(backup.read_bytes()) == sha256(content)):
-                self.store.write_backup(relative, content)
-            fault_point("backup")
-        for entry in journal.files:
-            path = self.dist.locate(entry.path)
-            if not (path.is_file() and sha256(read_bytes(path)) == entry.after_sha256 and path.stat().st_mode & 0o7777 == entry.mode):
-                atomic_write(path, entry.content, mode=entry.mode)
-            fault_point("file")
-        for entry in journal.files:
-            self._refresh_bytecode(entry.path)
-            fault_point("bytecode")
-        if journal.manifest is not None:
-            self.store.save(manifest_from_dict(journal.manifest))
-            for relative in journal.drop_backups:
-                self.store.backup_path(relative).unlink(missing_ok=True)
-        else:
-            self.store.path.unlink(missing_ok=True)
-            shutil.rmtree(self.store.backups, ignore_errors=True)
-        fault_point("manifest")
-        self.store.journal_path.unlink(missing_ok=True)
-        fault_point("done")
-        if journal.manifest is None:
-            self.store.remove()
-
-    def _recover(self) -> None:
-        """Finish an operation that was killed (its journal is there), or clean up after one that
-        was killed before it changed any file. Says which on ``notify``."""
-        root = self.store.root
-        leftovers = [p for p in root.rglob(f"*{TEMP_SUFFIX}")] if root.is_dir() else []
-        for tmp in leftovers:
-            tmp.unlink(missing_ok=True)
-        journal = self.store.load_journal()
-        if journal is None:
-            if root.is_dir() and not self.store.path.exists():
-                self.store.remove()  # backups of a first apply killed before its journal
-                leftovers.append(root)
-            if leftovers:
-                self.notify(f"rolled back an interrupted fp4patch run: it had not changed any file yet; removed its leftovers in {root}")
-            return
-        what = f"{journal.operation} of {', '.join(journal.specs)}"
-        if (journal.distribution, journal.version) != (self.dist.name, str(self.dist.version)):
-            self.notify(
-                f"discarded the journal of an interrupted {what} on {journal.distribution} {journal.version}: "
-                f"{self.dist.version} is installed now, its files replaced the ones being written"
-            )
-            self.store.journal_path.unlink(missing_ok=True)
-            return
-        for entry in journal.files:
-            path = self.dist.locate(entry.path)
-            remove_temp_files(path)
-            current = sha256(read_bytes(path)) if path.is_file() else None
-            if current not in (entry.before_sha256, entry.after_sha256):
-                raise FileSystemError(
-                    f"{path}: neither the bytes before nor after the interrupted {what} ({self.store.journal_path}); "
-                    f"not finishing it — reinstall {self.dist.name}, then delete {root}"
-                )
-        self._execute(journal)
-        self.notify(f"completed an interrupted {what} from its journal ({len(journal.files)} file(s); {self.store.journal_path} removed)")
-
-    def interrupted(self) -> str | None:
-        """A one-line note when ``verify`` must fail for a reason outside the spec states: an
-        apply/revert was interrupted (or is running now), or a target file has stale bytecode that
-        Python would run instead of it (:meth:`stale_bytecode`); reads only."""
-        return self._journal_note() or self.stale_bytecode()
-
-    def bytecode_files(self) -> list[str]:
-        """Site-packages-relative paths of every existing file that a spec of this distribution
-        targets at the installed version: those whose bytecode fp4patch keeps current."""
-        files = {t.file for s in self.specs for t in self.resolve(s).targets if t.file and not t.status}
-        return sorted(f for f in files if self.dist.locate(f).is_file())
-
-    def stale_bytecode(self) -> str | None:
-        """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`), in
-        its ``__pycache__`` or under the target's pycache prefix, would run instead of the file on
-        disk (:func:`fp4patch.bytecode.stale`); None when none would. Every pyc path the target's or
-        this interpreter's cache tag could load is noted in :attr:`inputs` (missing ones too), so a
-        recorded ``verify`` answer is not used once bytecode appears or changes there."""
-        from .bytecode import possible_files, stale
-
-        problems = []
-        for relative in self.bytecode_files():
-            spellings = self.dist.spellings(relative)
-            for pyc in possible_files(spellings, self.dist.bytecode_prefixes, self.dist.cache_tags):
-                try:
-                    data = pyc.read_bytes()
-                except OSError:
-                    data = None
-                self._note_input(pyc, data)
-            problems.extend(stale(spellings, self.dist.bytecode_prefixes))
-        if not problems:
-            return None
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return f"{problems[0]}{more}; Python would run it instead of the file on disk — run `{self.command('apply')}` (rewrites it) or delete it"
-
     def _refresh_stale_bytecode(self) -> None:
-        """Rewrite (or remove) bytecode that would run instead of a target file: left by another
-        tool after an earlier apply (the files themselves need no write then). Says which on ``notify``.
+        """Rewrite (or remove) bytecode that would run instead of a target file
+        (:func:`fp4patch.bytecode.refresh_stale`); says which on ``notify``.
 
         Raises:
             FileSystemError: a stale bytecode file can be neither rewritten nor removed.
         """
-        from .bytecode import stale
+        from .bytecode import refresh_stale
 
-        for relative in self.bytecode_files():
-            if stale(self.dist.spellings(relative), self.dist.bytecode_prefixes):
-                done = self._refresh_bytecode(relative)
-                self.notify(f"{self.dist.locate(relative)}: made its stale bytecode current ({', '.join(f'{p} {w}' for p, w in done)})")
-
-    def _refresh_bytecode(self, relative: str) -> list[tuple[Path, str]]:
-        """Make the bytecode of ``relative`` current everywhere (``__pycache__`` and pycache prefixes)."""
-        from .bytecode import refresh
-
-        return refresh(self.dist.spellings(relative), self.dist.bytecode_prefixes)
-
-    def _journal_note(self) -> str | None:
-        journal_path = self.store.journal_path
-        if not journal_path.exists():
-            return None
-        try:
-            journal = self.store.load_journal()
-        except FileSystemError as exc:
-            return str(exc)
-        what = f"{journal.operation} of {', '.join(journal.specs)}" if journal else "operation"
-        if _lock_held(self.store.lock_path):
-            return f"an fp4patch {what} is running in another process ({journal_path})"
-        return (
-            f"an fp4patch {what} was interrupted ({journal_path}); run `{self.command('apply')}` to finish it "
-            f"and then `{self.command('revert')}` if you want it undone"
-        )
+        refresh_stale(self.dist, self.bytecode_files(), self.notify)
 
     def _current_manifest(self) -> Manifest | None:
         """The manifest if it belongs to the installed version; a stale one (upgrade) is discarded, saying so."""
         manifest = self.store.load()
-        if manifest and self._other_install(manifest):
+        if manifest and other_install(manifest, self.dist):
             now = "installed now" if manifest.version != str(self.dist.version) else "reinstalled since (its RECORD differs)"
             self.notify(
                 f"discarding fp4patch's record of {self.dist.name} {manifest.version} in {self.store.root}: "
@@ -930,77 +378,25 @@ class Engine:
             return None
         return manifest
 
-    def _record_sha256(self) -> str | None:
-        from .leftovers import record_sha256
+    def _discard_other_install(self, manifest: Manifest, force: bool) -> None:
+        """``revert`` of a record written for another install: refused, or with ``force``
+        discarded (no file restored), saying so.
 
-        return record_sha256(self.dist.dist)
-
-    def _other_install(self, manifest: Manifest) -> bool:
-        """True when ``manifest`` was written for another install of the distribution: another
-        version, or (when it recorded one) another RECORD."""
-        if manifest.version != str(self.dist.version):
-            return True
-        return manifest.record_sha256 is not None and manifest.record_sha256 != self._record_sha256()
-
-    def stale_record(self) -> str | None:
-        """One line when fp4patch's record here was written for another install of the
-        distribution (upgraded, or reinstalled with another RECORD): what it is and what removes
-        it; None otherwise (also when there is none, or it cannot be read). Reads only."""
-        from .leftovers import STALE, describe
-
-        if not self.store.root.is_dir():
-            return None
-        state = describe(self.store.root)
-        if state.kind != STALE:
-            return None
-        return f"{state.reason}; `{self.command('apply')}` replaces it, `{self.command('clean')}` removes it"
-
-    def _check_state_writable(self) -> None:
-        """The manifest directory (or the nearest existing parent) must accept new files."""
-        directory = self.store.root
-        while not directory.exists():
-            directory = directory.parent
-        check_writable(directory / "manifest.json")
-
-
-def _lock_held(path: Path) -> bool:
-    """True when another process holds the lock at ``path`` (probed with a shared flock; writes nothing)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+        Raises:
+            FileSystemError: without ``force``; the message names both commands that remove it.
+        """
+        installed = str(self.dist.version)
+        now = f"{installed} is installed" if manifest.version != installed else f"{installed} was reinstalled since (its RECORD differs)"
+        if not force:
+            raise FileSystemError(
+                f"{self.store.path}: the backups are for {self.dist.name} {manifest.version} but {now}"
+                f"{' (upgraded or reinstalled)' if manifest.version != installed else ''}; not restoring them — `{self.command('revert', '--force')}` discards that record, "
+                f"`{self.command('apply')}` replaces it"
+            )
+        self.notify(f"discarded fp4patch's record of {self.dist.name} {manifest.version} ({now}); no file restored")
+        self.store.remove()
 
 
 def _stderr(message: str) -> None:
     sys.stderr.write(f"fp4patch: {message}\n")
     sys.stderr.flush()
-
-
-def _check_result(path: Path, data: bytes) -> None:
-    """The patched bytes must compile (CPython); else nothing is written.
-
-    Not parsed again with libcst: the bytes are libcst's own printing of a tree made of parsed
-    source and parsed snippets, which libcst reads back (its round-trip guarantee); compiling is the
-    check that the edit is valid Python (a re-parse cost about 0.1 CPU-second per file).
-    """
-    try:
-        compile(data, str(path), "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
-
-
-def _combine(states: list[str]) -> str:
-    """The state of several targets/operations together: any drift wins, then not-applied."""
-    for state in (DRIFTED, UNSUPPORTED, APPLICABLE):
-        if state in states:
-            return state
-    if states and all(s == NOT_NEEDED for s in states):
-        return NOT_NEEDED
-    return APPLIED

@@ -201,25 +201,40 @@ def locate_distribution(env: TargetEnvironment, name: str) -> metadata.Distribut
     return next(iter(metadata.distributions(name=name, path=list(env.paths))), None)
 
 
+class NotInstalled(EnvironmentProblem):
+    """Distribution ``name`` is not installed in ``env`` (:func:`find_distribution`).
+
+    The message says how to install it. The CLI, which prints every error, adds what fp4patch left
+    there for it, if anything (:func:`fp4patch.leftovers.gone_note`): this module does not look at
+    fp4patch's state directories.
+
+    Attributes:
+        env: the environment searched.
+        name: the distribution's name as asked for.
+    """
+
+    def __init__(self, env: TargetEnvironment, name: str) -> None:
+        super().__init__(
+            f"{name} is not installed in {env.description}; install it (pip install --no-deps {name}, or with its CUDA dependencies: pip install {name}) "
+            "or pass --python / --site-packages"
+        )
+        self.env = env
+        self.name = name
+
+
 def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistribution:
     """Find distribution ``name`` (any spelling) in ``env``, as the import system would: first on the path.
 
     Raises:
-        EnvironmentProblem: the distribution is not installed there, is an editable or zipped
-            install, or its version is not a PEP 440 version.
+        NotInstalled: the distribution is not installed there (an :class:`EnvironmentProblem`).
+        EnvironmentProblem: it is an editable or zipped install, or its version is not a PEP 440 version.
     """
     from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion, Version
 
     dist = locate_distribution(env, name)
     if dist is None:
-        from .leftovers import gone_note
-
-        raise EnvironmentProblem(
-            f"{name} is not installed in {env.description}; install it (pip install --no-deps {name}, or with its CUDA dependencies: pip install {name}) "
-            "or pass --python / --site-packages"
-            + gone_note(env, name)
-        )
+        raise NotInstalled(env, name)
     _refuse_stray_metadata(dist, name)
     try:
         version = Version(dist.version)

@@ -257,7 +257,7 @@ def changed_hunks(engine, spec: Spec, scratch) -> str:
     if not site.is_dir():
         unpack(fetch(engine.dist.name, basis.release), site, sources_only=True)
     verified = ModuleReader(site)
-    installed = ModuleReader(engine.dist.site_packages, engine._released_bytes)
+    installed = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
     out = []
     for target in resolution.targets:
         if target.status:

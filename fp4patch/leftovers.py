@@ -12,19 +12,25 @@ that are no longer there. :func:`find` tells each state directory apart:
 - ``interrupted``: an ``apply``/``revert`` journal of the installed distribution (``apply``
   finishes it).
 
-:func:`clean` (``fp4patch clean``) removes ``gone`` and ``stale`` ones, never installed files.
+:func:`clean` (``fp4patch clean``) removes ``gone`` and ``stale`` ones, never installed files;
+:func:`stale_note` is the line ``status`` prints for a ``stale`` one, :func:`gone_note` what the
+"not installed" error adds for a ``gone`` one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .environment import TargetEnvironment
 from .errors import FileSystemError
+from .install_record import record_sha256
 from .locations import STATE_DIR
+
+if TYPE_CHECKING:
+    from .environment import TargetEnvironment
 
 GONE, STALE, CURRENT, INTERRUPTED = "gone", "stale", "current", "interrupted"
 
@@ -55,13 +61,6 @@ class StateDir:
         """As ``fp4patch clean --json`` prints it."""
         return {"path": str(self.path), "distribution": self.distribution, "recorded_version": self.recorded_version,
                 "installed_version": self.installed_version, "kind": self.kind, "reason": self.reason}
-
-
-def record_sha256(dist) -> str | None:
-    """Hex sha256 of the RECORD file of ``dist`` (an :class:`importlib.metadata.Distribution`), or
-    None when it has none: the identity of one install, kept in the manifest."""
-    text = dist.read_text("RECORD")
-    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
 
 
 def _recorded(path: Path) -> tuple[str, str | None, bool]:
@@ -121,6 +120,20 @@ def gone_note(env: TargetEnvironment, name: str) -> str:
     import shlex
 
     return f"; {left[0].reason} — `{shlex.join(['fp4patch', 'clean', *env.options])}` removes it"
+
+
+def stale_note(root: Path, command: Callable[..., str]) -> str | None:
+    """One line when the state directory ``root`` (``<site-packages>/.fp4patch/<distribution>``)
+    was written for another install of the distribution (``stale``: upgraded, or reinstalled with
+    another RECORD): what it is, and the ``apply`` and ``clean`` commands (built by ``command``,
+    :meth:`fp4patch.engine.Engine.command`) that replace or remove it. None otherwise (also when
+    there is none, or it cannot be read). Reads only."""
+    if not root.is_dir():
+        return None
+    state = describe(root)
+    if state.kind != STALE:
+        return None
+    return f"{state.reason}; `{command('apply')}` replaces it, `{command('clean')}` removes it"
 
 
 def clean(env: TargetEnvironment, notify=None) -> tuple[list[StateDir], list[StateDir]]:

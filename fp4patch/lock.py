@@ -5,12 +5,14 @@
 leaves a stale lock) from before they read the manifest until after their last write. The lock
 file is deleted again when nothing is recorded any more, so a reverted site-packages holds only
 the distribution's own files; a waiter that locked a file deleted under it notices (the inode
-differs from the path's) and locks the new one.
+differs from the path's) and locks the new one. :func:`held` asks, without taking it, whether
+another process holds it (``verify``'s "running in another process").
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -112,3 +114,19 @@ def environment_lock(path: Path, what: str, notify: Callable[[str], None], remov
                     path.parent.rmdir()  # only when empty
         finally:
             lock.release()
+
+
+def held(path: Path) -> bool:
+    """True when another process holds the lock at ``path`` (probed with a shared ``flock``, which
+    fails while the holder's exclusive one stands; writes nothing). False when there is no lock file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False

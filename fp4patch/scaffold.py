@@ -230,7 +230,7 @@ def add_target(engine, spec, directory: Path) -> Path:
     start = target.line - 1
     end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\[\[(target|case|obsolete-when)\]\]", lines[i])), len(lines))
     block = lines[start:end]
-    reader = ModuleReader(engine.dist.site_packages, engine._released_bytes)
+    reader = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
     params = [row[0] for row in installed_signature(reader, target)]
     basis = resolution.basis
     notes = [

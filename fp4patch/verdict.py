@@ -9,7 +9,7 @@ are a function of:
 - the versions of the libraries that parse and match (libcst, packaging),
 - the distribution (name, version, site-packages directory) as :mod:`importlib.metadata` finds it,
 - the target interpreter's pycache prefix and cache tag (with this interpreter's), and every pyc
-  path of a target file they give (:meth:`fp4patch.engine.Engine.stale_bytecode`),
+  path of a target file they give (:func:`fp4patch.bytecode.stale_note`),
 - the sha256 of fp4patch's manifest and of every file the reports read (or that it was missing).
 
 ``verify`` (:func:`lookup`) recomputes the key and prints the recorded reports only when all of it
@@ -28,10 +28,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .environment import TargetEnvironment, locate_distribution
@@ -39,6 +39,9 @@ from .errors import Fp4PatchError
 from .locations import PACKAGE_DIR, STATE_DIR, builtin_specs_dir
 from .manifest import ManifestStore
 from .states import accepted
+
+if TYPE_CHECKING:
+    from .environment import InstalledDistribution
 
 SCHEMA = 1
 FILE_NAME = "verdict.json"
@@ -123,27 +126,40 @@ def path_for(site_packages: Path, distribution: str) -> Path:
     return ManifestStore(site_packages, distribution).root / FILE_NAME
 
 
-def record(engine: Any, request: Request, reports: list[dict[str, Any]], header: dict[str, Any]) -> bool:
-    """Record ``reports`` (``--json`` dicts, computed by ``engine`` for ``request`` right now) as
-    the verdict of ``engine.dist``, keyed by ``engine.inputs`` (the files those reports read).
+def record(
+    dist: InstalledDistribution,
+    store: ManifestStore,
+    inputs: dict[str, str | None],
+    interrupted: Callable[[], str | None],
+    request: Request,
+    reports: list[dict[str, Any]],
+    header: dict[str, Any],
+) -> bool:
+    """Record ``reports`` (``--json`` dicts, computed for ``request`` right now) as the verdict of
+    ``dist`` (fp4patch's state in ``store``), keyed by ``inputs`` (every file those reports read:
+    site-packages-relative path or absolute path → sha256 or None; the engine's
+    :attr:`~fp4patch.engine.Engine.inputs`).
 
-    Written atomically; a verdict with an unsatisfied spec, an interrupted operation, or a
-    site-packages that refuses the write records nothing (it is only a cache). Returns True when
-    a verdict is on disk afterwards.
+    ``interrupted`` is the engine's :meth:`~fp4patch.engine.Engine.interrupted`, called only when
+    every report is accepted: a note there (an interrupted operation, stale bytecode) records
+    nothing; its pyc reads join ``inputs`` before they are written. Written atomically; a verdict
+    with an unsatisfied spec, an interrupted operation, or a site-packages that refuses the write
+    records nothing (it is only a cache). Returns True when a verdict is on disk afterwards.
     """
-    if not reports or not all(accepted(r["state"], request.required) for r in reports) or engine.interrupted():
-        remove(engine.dist.site_packages, engine.dist.name)
+    if not reports or not all(accepted(r["state"], request.required) for r in reports) or interrupted():
+        remove(dist.site_packages, dist.name)
         return False
     try:
-        return _write(engine, request, reports, header)
+        return _write(dist, store, inputs, request, reports, header)
     except (OSError, Fp4PatchError):
         return False
 
 
-def _write(engine: Any, request: Request, reports: list[dict[str, Any]], header: dict[str, Any]) -> bool:
+def _write(
+    dist: InstalledDistribution, store: ManifestStore, inputs: dict[str, str | None], request: Request, reports: list[dict[str, Any]], header: dict[str, Any]
+) -> bool:
     from .files import atomic_write, sha256
 
-    store = engine.store
     manifest = store.path.read_bytes() if store.path.is_file() else None
     data = {
         "schema": SCHEMA,
@@ -151,19 +167,19 @@ def _write(engine: Any, request: Request, reports: list[dict[str, Any]], header:
         "inputs_digest": inputs_digest(request),
         "dependencies": dependency_versions(),
         "request": request.to_json(),
-        "distribution": engine.dist.name,
-        "version": str(engine.dist.version),
-        "installed_version": engine.dist.dist.version,  # as METADATA spells it (compared without packaging)
-        "site_packages": str(engine.dist.site_packages),
+        "distribution": dist.name,
+        "version": str(dist.version),
+        "installed_version": dist.dist.version,  # as METADATA spells it (compared without packaging)
+        "site_packages": str(dist.site_packages),
         # where the target loads bytecode from (its pycache prefix) and under which tags: the pyc
         # paths in "files" were derived from these
-        "bytecode": {"prefixes": list(engine.dist.bytecode_prefixes), "tags": list(engine.dist.cache_tags)},
+        "bytecode": {"prefixes": list(dist.bytecode_prefixes), "tags": list(dist.cache_tags)},
         "manifest_sha256": sha256(manifest) if manifest is not None else None,
-        "files": dict(sorted(engine.inputs.items())),
+        "files": dict(sorted(inputs.items())),
         "header": header,
         "specs": reports,
     }
-    path = path_for(engine.dist.site_packages, engine.dist.name)
+    path = path_for(dist.site_packages, dist.name)
     encoded = (json.dumps(data, indent=1) + "\n").encode()  # key order kept: --json prints it back
     if path.is_file() and path.read_bytes() == encoded:
         return True  # the same verdict is already recorded: write nothing

@@ -258,7 +258,7 @@ def test_apply_records_the_verdict_while_holding_the_lock(site_060: Path, monkey
     from typer.testing import CliRunner
 
     from fp4patch import cli, files
-    from fp4patch.engine import _lock_held
+    from fp4patch.lock import held as _lock_held
 
     held = []
     real = files.atomic_write

@@ -1,0 +1,308 @@
+"""What an ``apply`` or ``revert`` would write, worked out in memory; never writes.
+
+- :func:`plan_file`: one file's new bytes — every operation of the ``(spec, target)`` pairs run over
+  its libcst tree — checked to compile (:func:`check_result`), as a :class:`FilePlan`;
+- :func:`check_apply`: the preflight of an apply's plans: no symbolic link, no file changed since
+  fp4patch patched it, a first patch only on the bytes RECORD lists
+  (:func:`fp4patch.install_record.check_baseline`);
+- :func:`apply_change` / :func:`revert_change`: the :class:`Change` that carries out the plans — the
+  journal (:class:`fp4patch.manifest.Journal`: new bytes, backups, the manifest afterwards), the
+  bytes to put back on a write error, the manifest before — for :func:`fp4patch.journal.run`.
+
+Plans never write (as libcst's codemod runner transforms in memory and its CLI alone writes): the
+engine orders lock, recovery, plan, preflight and journal (:mod:`fp4patch.engine`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import DriftError, FileSystemError
+from .files import check_writable, read_bytes, sha256
+from .install_record import check_baseline, record_sha256
+from .manifest import FileRecord, Journal, JournalFile, Manifest
+
+if TYPE_CHECKING:
+    from .environment import InstalledDistribution
+    from .evidence import Basis
+    from .manifest import ManifestStore
+    from .sources import Sources
+    from .spec import Spec, Target
+
+
+@dataclass
+class FilePlan:
+    """One file to patch: what is on disk now and what it becomes."""
+
+    relative: str
+    path: Path
+    current: bytes
+    patched: bytes
+    specs: list[str]
+    encoding: str = "utf-8"
+
+    @property
+    def changes(self) -> bool:
+        """True when ``patched`` differs from ``current``."""
+        return self.current != self.patched
+
+    def unified_diff(self) -> str:
+        """Unified diff ``a/<relative>`` → ``b/<relative>`` (empty when nothing changes)."""
+        old = self.current.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
+        new = self.patched.decode(self.encoding, errors="surrogateescape").splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}"))
+
+
+@dataclass
+class Change:
+    """What one ``apply`` or ``revert`` writes, ready for :func:`fp4patch.journal.run`.
+
+    Attributes:
+        journal: every write, recorded before the first.
+        undo: ``(path, bytes before)`` of each target file written, put back on a write error.
+        previous: the manifest before (saved again on a write error); None: there was none.
+        paths: the target files written, which :meth:`check_writable` checks.
+    """
+
+    journal: Journal
+    undo: list[tuple[Path, bytes]]
+    previous: Manifest | None
+    paths: list[Path]
+
+    def check_writable(self, store: ManifestStore) -> None:
+        """Every target file, and the manifest directory (or its nearest existing parent), must
+        accept writes.
+
+        Raises:
+            FileSystemError: one does not (read-only file or site-packages); nothing written.
+        """
+        for path in self.paths:
+            check_writable(path)
+        directory = store.root
+        while not directory.exists():
+            directory = directory.parent
+        check_writable(directory / "manifest.json")
+
+
+def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
+    """``relative`` (site-packages-relative) with the operations of every ``(spec, target)`` of
+    ``pairs`` applied in order, on the installed file (read through ``sources``) or on ``base``
+    (a revert's original bytes, re-patched with the specs that stay).
+
+    Raises:
+        DriftError: the file is not valid Python, or the result does not compile.
+    """
+    import libcst as cst
+
+    path = sources.dist.locate(relative)
+    if base is None:
+        loaded = sources.load_module(path)
+        assert loaded is not None
+        current, module = loaded
+    else:
+        current, module = base, cst.parse_module(base)
+    for _, target in pairs:
+        for op in target.operations:
+            module = op.apply(module)
+    patched = module.bytes
+    check_result(path, patched)
+    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
+
+
+def check_result(path: Path, data: bytes) -> None:
+    """The patched bytes must compile (CPython); else nothing is written.
+
+    Not parsed again with libcst: the bytes are libcst's own printing of a tree made of parsed
+    source and parsed snippets, which libcst reads back (its round-trip guarantee); compiling is the
+    check that the edit is valid Python (a re-parse cost about 0.1 CPU-second per file).
+
+    Raises:
+        DriftError: ``data`` does not compile.
+    """
+    try:
+        compile(data, str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
+
+
+def check_apply(
+    dist: InstalledDistribution,
+    plans: dict[str, FilePlan],
+    manifest: Manifest | None,
+    allow_modified: bool,
+    notify: Callable[[str], None],
+    command: Callable[..., str],
+) -> set[str]:
+    """The preflight of an apply: each file ``plans`` change must be a regular file that holds what
+    fp4patch last wrote there (``manifest``: this install's record, None when there is none), or the
+    original bytes again (reinstalled since: it is patched afresh, said on ``notify``), or, patched
+    for the first time, the bytes RECORD lists (unless ``allow_modified``). Returns the files
+    reinstalled since. ``command`` builds the commands the messages advise.
+
+    Raises:
+        FileSystemError: a symbolic link (every one named, with the reinstall that gives copies), a
+            file changed since fp4patch patched it, or one that differs from RECORD; nothing written.
+    """
+    writes = [p for p in plans.values() if p.changes]
+    links = [plan.path for plan in writes if plan.path.is_symlink()]
+    if links:
+        # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
+        # and the reinstall that gives regular files (never write through a link into a shared cache).
+        pinned = f"{dist.name}=={dist.version}"
+        what = (
+            f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
+            if len(links) == 1
+            else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
+        )
+        raise FileSystemError(
+            f"{what}; fp4patch patches regular files only — reinstall with copies "
+            f"(`uv pip install --reinstall --no-deps --link-mode=copy {pinned}`; pip installs copies: "
+            f"`pip install --force-reinstall --no-deps {pinned}`), or replace each link by a copy of its file, then apply"
+        )
+    records = manifest.files if manifest else {}
+    reinstalled: set[str] = set()
+    for plan in writes:
+        record = records.get(plan.relative)
+        current = sha256(plan.current)
+        if record and current == record.original_sha256 != record.patched_sha256:
+            reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
+            notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
+        elif record and current != record.patched_sha256:
+            raise FileSystemError(f"{plan.path}: changed since fp4patch patched it; reinstall {dist.name} or run `{command('revert', '--force')}`")
+        elif not record and not allow_modified:
+            check_baseline(dist, plan.relative, plan.path, plan.current)
+    return reinstalled
+
+
+def apply_change(
+    dist: InstalledDistribution,
+    store: ManifestStore,
+    plans: dict[str, FilePlan],
+    manifest: Manifest | None,
+    reinstalled: set[str],
+    requested: list[str],
+    taken: dict[str, Basis | None],
+) -> Change | None:
+    """The :class:`Change` that writes ``plans`` (checked by :func:`check_apply`, which found
+    ``reinstalled``) and records them in a new manifest: ``manifest``'s specs and files (this
+    install's record, None when there is none) with ``taken`` — each spec applied and the basis
+    it was resolved on (kept in the manifest unless the release is listed: "as verified on 0.7.4,
+    same code") — and each planned file's hashes, specs and mode. ``requested``: the spec ids the
+    journal names.
+
+    None when there is nothing to write: no file changes and the manifest would not either, or
+    every selected spec is obsolete, not needed or already in the files.
+    """
+    writes = [p for p in plans.values() if p.changes]
+    manifest = manifest or Manifest(dist.name, str(dist.version))
+    previous = manifest if store.path.exists() else None
+    applied_ids = sorted(set(manifest.specs) | set(taken))
+    basis = dict(manifest.basis)
+    for spec_id, resolved in taken.items():
+        if resolved is not None and resolved.kind not in ("listed", "no-target"):
+            basis[spec_id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
+    new_manifest = Manifest(dist.name, str(dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(dist.dist), basis=basis)
+    for plan in plans.values():
+        old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
+        original = old.original_sha256 if old else sha256(plan.current)
+        if old is None and not plan.changes:
+            continue  # already patched by hand or upstream: nothing to restore
+        mode = plan.path.stat().st_mode & 0o7777
+        specs_in = sorted(set(old.specs if old else []) | set(plan.specs))
+        new_manifest.files[plan.relative] = FileRecord(original, sha256(plan.patched), specs_in, mode)
+    if not writes and store.path.exists() and new_manifest == manifest:
+        return None  # nothing to do, and nothing to record: no write at all
+    if not writes and not new_manifest.files:
+        return None  # every selected spec is obsolete, not needed, or already in the files
+    fresh = [p for p in writes if p.relative not in manifest.files or p.relative in reinstalled]
+    journal = Journal(
+        "apply",
+        dist.name,
+        str(dist.version),
+        requested,
+        files=[
+            JournalFile(p.relative, sha256(p.current), sha256(p.patched), p.path.stat().st_mode & 0o7777, Journal.encode(p.patched))
+            for p in writes
+        ],
+        backups={p.relative: Journal.encode(p.current) for p in fresh},
+        manifest=asdict(new_manifest),
+    )
+    return Change(journal, [(p.path, p.current) for p in writes], previous, [p.path for p in writes])
+
+
+def revert_change(
+    sources: Sources,
+    manifest: Manifest,
+    removing: set[str],
+    remaining: list[Spec],
+    kept: Callable[[str], list[tuple[Spec, Target]]],
+    force: bool,
+    notify: Callable[[str], None],
+    already_original: list[str],
+) -> tuple[Change, list[str]]:
+    """The :class:`Change` that removes the specs ``removing`` from this install's ``manifest``, and
+    the site-packages-relative files it restores or rewrites.
+
+    Each file that holds a removed spec gets its original back (fp4patch's backup), re-patched with
+    ``kept(relative)``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file. A file
+    already holding its original bytes with nothing kept only loses its record (said on ``notify``,
+    appended to ``already_original``, as found). The manifest afterwards keeps the remaining specs
+    and their basis; None (removed with every backup) when no file is left.
+
+    Raises:
+        FileSystemError: a file whose sha256 is not the recorded patched one (unless ``force``), or
+            a backup altered since (sha256 mismatch); nothing written.
+        DriftError: a remaining spec's result does not compile.
+    """
+    dist, store = sources.dist, sources.store
+    writes, records, touched, dropped = [], dict(manifest.files), [], []
+    for relative, record in manifest.files.items():
+        if not removing & set(record.specs):
+            continue
+        path = dist.locate(relative)
+        current = read_bytes(path) if path.exists() else b""
+        keep = kept(relative)
+        if sha256(current) == record.original_sha256 and not keep:
+            notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
+            del records[relative]
+            dropped.append(relative)
+            already_original.append(relative)
+            continue
+        touched.append(relative)
+        if sha256(current) != record.patched_sha256 and not force:
+            raise FileSystemError(
+                f"{path}: changed since apply (sha256 differs from the manifest); not restoring — "
+                f"reinstall {dist.name}, or use --force to restore the backup anyway"
+            )
+        original = store.read_backup(relative)
+        if sha256(original) != record.original_sha256:
+            raise FileSystemError(f"{store.backup_path(relative)}: backup altered (sha256 mismatch); reinstall {dist.name}")
+        if keep:
+            new = plan_file(sources, relative, keep, base=original).patched
+            records[relative] = FileRecord(record.original_sha256, sha256(new), sorted({s.id for s, _ in keep}), record.mode)
+        else:
+            new = original
+            del records[relative]
+            dropped.append(relative)
+        writes.append((relative, path, current, new, record.mode))
+    kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
+    new_manifest = (
+        Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis)
+        if records
+        else None
+    )
+    journal = Journal(
+        "revert",
+        dist.name,
+        str(dist.version),
+        sorted(removing),
+        files=[JournalFile(rel, sha256(cur), sha256(new), mode, Journal.encode(new)) for rel, _, cur, new, mode in writes],
+        manifest=asdict(new_manifest) if new_manifest else None,
+        drop_backups=dropped if new_manifest else [],
+    )
+    return Change(journal, [(path, cur) for _, path, cur, _, _ in writes], manifest, [path for _, path, *_ in writes]), touched

@@ -1,0 +1,188 @@
+"""Which specs, and which of their targets, take part in a command; reads only.
+
+- :func:`select_specs`: the ids given (``--spec``; default: the specs marked ``default``), what they
+  ``require``, less ``--skip``; two selected specs that ``conflict`` are refused
+  (:func:`check_conflicts`), and so is one that conflicts with a spec already applied
+  (:func:`check_applied_conflicts`).
+- :func:`recorded_resolution`: the targets a spec applied here keeps — the ones its recorded
+  ``basis`` in the manifest names — where the evidence (:func:`fp4patch.evidence.resolve`) can no
+  longer answer (the files hold the patched code, which no fingerprint of a release matches).
+- :func:`planned_targets`: the policy for a partly covered release, ``--skip`` and ``--strict``:
+  which reports ``apply`` and ``diff`` plan, which they leave out (:func:`left_out`) and which
+  they refuse, with the ``--skip`` command that leaves those out.
+- :func:`removed_specs`: what ``revert --spec`` removes, refusing a spec that is not applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .errors import DriftError, FileSystemError, UsageError
+from .install_record import other_install
+from .states import DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, UNSUPPORTED
+
+if TYPE_CHECKING:
+    from .environment import InstalledDistribution
+    from .evidence import Resolution
+    from .manifest import Manifest, ManifestStore
+    from .report import SpecReport
+    from .spec import Spec, Target
+
+
+def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | None = None) -> list[Spec]:
+    """The specs named by ``ids`` (default: those marked ``default``), plus what they require,
+    without those named by ``skip`` (``--skip``: leave a spec out by name, e.g. one that does not
+    apply to the installed release).
+
+    Raises:
+        UsageError: an unknown id (in ``ids`` or ``skip``), two selected specs that conflict, or a
+            skipped spec that a selected one requires.
+    """
+    by_id = {s.id: s for s in specs}
+    unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(by_id), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"unknown spec {unknown[0]!r}; {hint}known: {', '.join(by_id)} (see `fp4patch status`)")
+    if ids:
+        chosen = list(dict.fromkeys(ids))
+    else:
+        chosen = [s.id for s in specs if s.default]
+    queue = list(chosen)
+    while queue:
+        for needed in by_id[queue.pop()].requires:
+            if needed not in chosen:
+                chosen.append(needed)
+                queue.append(needed)
+    for left_out_id in skip or []:
+        needing = [i for i in chosen if left_out_id in by_id[i].requires and i not in (skip or [])]
+        if needing:
+            raise UsageError(f"--skip {left_out_id}: {needing[0]!r} requires it; skip that one too, or keep {left_out_id!r}")
+    chosen = [i for i in chosen if i not in (skip or [])]
+    check_conflicts([by_id[i] for i in chosen], set(chosen))
+    return [by_id[i] for i in sorted(chosen)]
+
+
+def check_conflicts(selected: list[Spec], present: set[str], where: str = "selected together") -> None:
+    """Raise :class:`UsageError` when a spec in ``selected`` conflicts with an id in ``present``."""
+    for spec in selected:
+        for other in spec.conflicts:
+            if other in present:
+                raise UsageError(f"spec {spec.id!r} conflicts with {other!r} ({where}); choose one with --spec")
+
+
+def check_applied_conflicts(specs: list[Spec], known: list[Spec], manifest: Manifest | None, command: Callable[..., str]) -> None:
+    """Refuse applying ``specs`` next to a spec the ``manifest`` records as applied that conflicts
+    with one of them (either side may declare it; ``known``: every spec of the distribution).
+    ``command`` builds the ``revert`` the message advises (:meth:`fp4patch.engine.Engine.command`).
+
+    Raises:
+        UsageError: a conflict with an applied spec.
+    """
+    if not manifest:
+        return
+    applied = [s for s in known if s.id in manifest.specs]
+    requested = {s.id for s in specs}
+    for spec in specs:
+        for other in set(spec.conflicts) & set(manifest.specs):
+            raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{command('revert', '--spec', other)}` first")
+    for spec in applied:
+        for other in set(spec.conflicts) & requested:
+            raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{command('revert', '--spec', spec.id)}` first")
+
+
+def recorded_resolution(spec: Spec, store: ManifestStore, dist: InstalledDistribution) -> Resolution | None:
+    """The targets ``spec`` took when it was applied to this install, with the basis recorded then
+    (the manifest's ``basis``, e.g. "as verified on 0.7.4, same code"); None when the manifest of
+    this install (:func:`fp4patch.install_record.other_install`) records none for it, cannot be
+    read, or names no target the spec still has."""
+    from .evidence import Basis, Resolution
+
+    try:
+        manifest = store.load()
+    except FileSystemError:
+        return None
+    if manifest is None or spec.id not in manifest.basis or other_install(manifest, dist):
+        return None
+    basis = Basis.from_json(manifest.basis[spec.id])
+    wanted = set(basis.target.split("; "))
+    targets = [t for t in spec.targets if str(t.versions) in wanted]
+    return Resolution(targets, basis) if targets else None
+
+
+def left_out(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
+    """True for a spec declared ``unsupported`` on this release and not ``required`` (named with
+    ``--spec``, or every spec with ``--strict``): ``apply`` leaves it out, lists it with its
+    reason and does not record it (:func:`fp4patch.states.accepted`)."""
+    return report.state == UNSUPPORTED and report.spec.id not in required
+
+
+def planned_targets(
+    specs: list[Spec],
+    report: Callable[[Spec], SpecReport],
+    resolve: Callable[[Spec], Resolution],
+    required: frozenset[str] | set[str],
+    unchecked: bool,
+    dist: InstalledDistribution,
+    command: Callable[..., str],
+) -> dict[str, list[tuple[Spec, Target]]]:
+    """Site-packages-relative file → the ``(spec, target)`` pairs that patch it, for every spec of
+    ``specs`` that takes part: not ``obsolete`` or ``not-needed`` (nothing to do), not
+    :func:`left_out`. ``report`` and ``resolve`` are the engine's (:meth:`fp4patch.engine.Engine.report`,
+    :meth:`~fp4patch.engine.Engine.resolve`). ``unchecked``: a ``needs-check`` spec takes part as if
+    its CPU check had passed (``diff``); else it is refused like drift.
+
+    Raises:
+        DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
+            required but unsupported; nothing is written. The message names each, and the
+            ``--skip`` command (from ``command``) that leaves them out.
+    """
+    problems, skippable, changed = [], [], False
+    by_file: dict[str, list[tuple[Spec, Target]]] = {}
+    for spec in specs:
+        state = report(spec)
+        if state.state in (OBSOLETE, NOT_NEEDED):
+            continue
+        if left_out(state, required):
+            continue  # left out: listed with its reason by apply and verify
+        if state.state in (DRIFTED, UNSUPPORTED) or (state.state == NEEDS_CHECK and not unchecked):
+            problems.append(f"{spec.id}: {state.state}: {state.detail}")
+            skippable.append(spec.id)
+            changed = changed or (state.basis is not None and state.basis.kind in ("changed", "needs-check"))
+        elif state.state == NOT_TARGETED:
+            problems.append(f"{spec.id}: no target for {dist.name} {dist.version}")
+            skippable.append(spec.id)
+        for target in resolve(spec).targets:
+            if not target.status:
+                by_file.setdefault(target.file, []).append((spec, target))
+    if problems:
+        skip = command("apply", *(w for i in skippable for w in ("--skip", i)))
+        raise DriftError(
+            f"{dist.name} {dist.version}: " + "; ".join(problems)
+            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{command('verify')}`"
+            + (f"; `{command('verify', '--show-changes')}` shows what changed)" if changed else ")")
+        )
+    return by_file
+
+
+def removed_specs(manifest: Manifest, ids: list[str] | None) -> set[str]:
+    """The spec ids ``revert`` removes: ``ids`` (``--spec``), or every spec ``manifest`` records.
+
+    Raises:
+        UsageError: an id the manifest does not record; the message lists the applied specs (and
+            those recorded that changed no file, not needed on this release).
+    """
+    removing = set(manifest.specs if not ids else ids)
+    unknown = removing - set(manifest.specs)
+    if unknown:
+        # a recorded spec that changed no file (not needed on this release) is not called applied
+        applied = manifest.applied_specs()
+        idle = [s for s in manifest.specs if s not in applied]
+        raise UsageError(
+            f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
+            f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
+        )
+    return removing
