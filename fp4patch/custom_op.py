@@ -619,16 +619,71 @@ def render(target: CustomOpTarget) -> Rendered:
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
     # The fingerprint covers the code, not the provenance comments: same schema, fake and data, same name.
-    code = cst.Module(body=[*imports, register.with_changes(leading_lines=[]), *tail.body]).code
+    code = _one_line_strings(cst.Module(body=[*imports, register.with_changes(leading_lines=[]), *tail.body]).code, target)
     fingerprint = hashlib.sha256((redirect + "\n" + code).encode()).hexdigest()[:8]
     if imports:
         imports[0] = imports[0].with_changes(leading_lines=register.leading_lines)
         register = register.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
     block_module = cst.Module(body=[*imports, register, *tail.body])
-    block = "".join(line.rstrip() + "\n" for line in block_module.code.splitlines())  # no indented blank lines
+    lines = _one_line_strings(block_module.code, target).split("\n")
+    block = "".join(line.rstrip() + "\n" for line in (lines[:-1] if lines[-1] == "" else lines))  # no indented blank lines
     op_name = f"{fn}_{fingerprint}"
     return Rendered(f"fp4patch::{op_name}", redirect, block.replace(_NAME_SENTINEL, op_name))
 
+
+
+def _one_line_strings(code: str, target: CustomOpTarget) -> str:
+    """``code`` with no line break inside a token: each string literal that spans lines is written as
+    parenthesized one-line literals (one a source line, implicitly concatenated: the same value and
+    the same AST). Every line break of the rendered block is then one that libcst writes with the
+    target file's own newline, so a CRLF file stays CRLF on every line after apply.
+
+    Raises:
+        OpSourceError: a backslash continues a line, or an f-string spans lines (the message quotes
+            its start and names ``target.source_label``): write it on one line in the op source.
+    """
+    import io
+    import tokenize
+
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: tuple[int, int]) -> int:
+        return starts[position[0] - 1] + position[1]
+
+    out, done, previous = [], 0, 0
+    fstring_parts = {getattr(tokenize, name) for name in ("FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, name)}
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        begin, end = offset(token.start), offset(token.end)
+        if "\\" in code[previous:begin]:
+            raise OpSourceError(
+                f"{target.source_label}: a backslash continues the line of {code[max(0, previous - 40):previous].strip()!r}; "
+                "fp4patch writes code with the target file's newlines: put it in parentheses instead"
+            )
+        previous = end
+        if "\n" not in token.string or token.type in (tokenize.NEWLINE, tokenize.NL):
+            continue
+        prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))].lower()
+        if token.type != tokenize.STRING or "f" in prefix or token.type in fstring_parts:
+            raise OpSourceError(
+                f"{target.source_label}: an f-string spans lines ({token.string.splitlines()[0][:40]!r}...); "
+                "fp4patch writes code with the target file's newlines: write it on one line"
+            )
+        value = ast.literal_eval(token.string)
+        newline = b"\n" if isinstance(value, bytes) else "\n"
+        pieces = [piece + newline for piece in value.split(newline)]
+        pieces[-1] = pieces[-1][:-1]
+        pieces = [piece for piece in pieces if piece]
+        line = code[starts[token.start[0] - 1] : starts[token.start[0]]]
+        indent = line[: len(line) - len(line.lstrip())]
+        literal = "".join(f"\n{indent}    {piece!r}" for piece in pieces)
+        out.append(code[done:begin] + (f"({literal}\n{indent})" if len(pieces) > 1 else repr(value)))
+        done = end
+    converted = "".join(out) + code[done:]
+    if converted != code and ast.dump(ast.parse(converted)) != ast.dump(ast.parse(code)):
+        raise AssertionError(f"{target.source_label}: rewriting string literals changed the code")  # a bug of this function
+    return converted
 
 _TAIL = '''
 _fp4patch_{fn}_entry = _fp4patch_register_{fn}()
