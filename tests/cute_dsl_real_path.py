@@ -292,6 +292,7 @@ def run(params: dict) -> dict:
     module = importlib.import_module(target.file[: -len(".py")].replace("/", "."))
     real = module.fp4_quantize
     exec(compile(block, f"<{rendered.op_name}>", "exec", dont_inherit=True), vars(module))  # noqa: S102 (fp4patch's own op block)
+    assert module._fp4patch_fp4_quantize_ready(), "the op block could not register its op"  # done on first need
     op = getattr(torch.ops.fp4patch, rendered.op_name.split("::")[1]).default
     schema = {a.name for a in op._schema.arguments}
 

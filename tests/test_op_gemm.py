@@ -550,7 +550,8 @@ print("MARK" + json.dumps(results))
 EAGER_CHILD = PRELUDE + KERNEL_STUBS + HELPERS + r"""
 entry_calls = []
 name = "_fp4patch_%s_entry" % FN
-if hasattr(gb, name):  # patched: record any call that would go through the op
+if hasattr(gb, name):  # patched: register the op (done on first need), then record any call that would go through it
+    getattr(gb, "_fp4patch_%s_ready" % FN)()
     setattr(gb, name, lambda **kw: entry_calls.append(sorted(kw)))
 fn = getattr(flashinfer, FN)
 results = [[c, outcome(fn, c)] for c in P["cases"]]
@@ -558,6 +559,7 @@ print("MARK" + json.dumps(dict(patched=hasattr(gb, name), results=results, entry
 """.replace("MARK", MARK)
 
 FORWARD_CHILD = PRELUDE + HELPERS + r"""
+getattr(gb, "_fp4patch_%s_ready" % FN)()  # the op is registered on first need
 op = inspect.getclosurevars(getattr(gb, "_fp4patch_%s_entry" % FN)).nonlocals["OP"]
 schema = [a.name for a in op._schema.arguments]
 calls = []
