@@ -47,14 +47,14 @@ import types
 MARK = "FP4PATCH-EAGER "
 P = json.loads(sys.argv[1])
 
-import torch  # noqa: E402
+import torch
 
 for dotted in P.get("remove", []):
     owner_name, _, attr = dotted.rpartition(".")
     owner = importlib.import_module(owner_name) if owner_name != "torch._C" else torch._C
     delattr(owner, attr)
 
-import flashinfer  # noqa: E402
+import flashinfer
 
 mod = importlib.import_module(P["module"])
 kernels = [0]

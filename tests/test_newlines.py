@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from pathlib import Path
 
 import pytest
 
