@@ -26,6 +26,12 @@ Every scenario calls the patched ``fp4_quantize`` of module M (``flashinfer.fp4_
 * ``engine_op``: an engine's own custom op whose eager body calls ``fp4_quantize`` (SGLang and vLLM wrap
   FlashInfer in such ops): compiled with ``fullgraph=True`` and run twice, called while the flag is set,
   and folded by Inductor freezing;
+* ``backend_runs_graph``: a backend that runs the graph on the real example inputs, eagerly and through
+  ``make_fx``, while it compiles;
+* ``subclass``: a wrapper tensor subclass whose ``__torch_dispatch__`` calls ``fp4_quantize``, compiled
+  (AOTAutograd traces it on fake tensors);
+* ``upstream_op``: FlashInfer's own ``flashinfer::fp4_quantize`` (0.6.12+), whose body calls ``fp4_quantize``:
+  eagerly, with the flag set, and folded by Inductor freezing (``calls`` 0 where the release has none);
 * ``clone``: ``types.FunctionType(inspect.unwrap(fp4_quantize).__code__, namespace)`` with a copy of the
   module's globals in which ``get_fp4_quantization_module`` is the engine's own (counted in
   ``swapped``): called eagerly (also with the flag set), compiled with ``fullgraph=True``, and exported
@@ -286,6 +292,98 @@ def s_clone(r):
     ep = torch.export.export(Cloned(), (x,), strict=False)
     r["exported_ops"], r["exported_swapped"] = ops_of(ep.graph_module), swapped[0] - before
     r["calls"] = 0  # of the module's own kernel: the clone runs the engine's
+
+
+def s_backend_runs_graph(r):
+    """A backend that runs the graph it is given on the real example inputs while it compiles, eagerly and
+    through make_fx (pytorch#184614 names both as code that sees the flag): the op's body runs there."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(ops_of(gm))
+        gm(*example_inputs)
+        traced = make_fx(gm)(*example_inputs)
+        graphs.append(ops_of(traced))
+        return gm.forward
+
+    f = torch.compile(lambda t: q(t), fullgraph=True, backend=backend)
+    f(x), f(x)
+    r["graphs"], r["calls"] = graphs, 4
+
+
+class Quantizing(torch.Tensor):
+    """A wrapper tensor subclass whose __torch_dispatch__ calls FlashInfer on its inner tensor (as a
+    quantized-weight subclass does): AOTAutograd runs it on fake tensors while it compiles."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __repr__(self):
+        return f"Quantizing({self.inner.shape})"
+
+    def __tensor_flatten__(self):
+        return ["inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
+        return Quantizing(inner_tensors["inner"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        args = [a.inner if isinstance(a, Quantizing) else a for a in args]
+        if func is torch.ops.aten.add.Tensor:
+            xq, _sf = q(args[0], args[0].new_ones(1, dtype=torch.float32))
+            return func(*args, **(kwargs or {})) + xq.to(args[0].dtype).sum()
+        return func(*args, **(kwargs or {}))
+
+
+def s_subclass(r):
+    graphs = []
+    from torch._dynamo.backends.common import aot_autograd
+
+    def record(gm, example_inputs):
+        graphs.append(ops_of(gm))
+        return gm.forward
+
+    f = torch.compile(lambda t: t + 1, fullgraph=True, backend=aot_autograd(fw_compiler=record))
+    t = Quantizing(x.clone())
+    f(t), f(t)
+    r["graphs"], r["calls"] = graphs, 2
+
+
+def s_upstream_op(r):
+    """FlashInfer's own op flashinfer::fp4_quantize (0.6.12+), whose body calls the patched fp4_quantize: a
+    custom op calling a custom op. Called eagerly, with the flag set, compiled, and folded by freezing."""
+    import torch._inductor.config as inductor_config
+
+    try:
+        upstream = torch.ops.flashinfer.fp4_quantize
+    except (AttributeError, RuntimeError):
+        r["calls"], r["absent"] = 0, True
+        return
+    upstream(x, gs)
+    with flag_set():
+        upstream(x, gs)
+
+    class Folded(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(16, 64, dtype=torch.bfloat16), requires_grad=False)
+            self.register_buffer("scale", torch.ones(1, dtype=torch.float32))
+
+        def forward(self, t):
+            return upstream(self.weight, self.scale)[0].sum() + upstream(t, self.scale)[0].sum()
+
+    with inductor_config.patch(freezing=True), torch.no_grad():
+        f = torch.compile(Folded().eval(), fullgraph=True)
+        f(x), f(x)
+    r["calls"] = 2 + 1 + 2  # eager, flagged; the weight's folded once, the input's per call
 
 
 SCENARIOS = {name[2:]: fn for name, fn in globals().items() if name.startswith("s_")}

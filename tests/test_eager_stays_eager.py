@@ -8,11 +8,18 @@ engine's own custom op whose body calls FlashInfer. And a clone of the wrapper
 (``types.FunctionType(inspect.unwrap(fn).__code__, namespace)``, the way engines swap FlashInfer's kernel
 module) was redirected to the module's own code under compile.
 
+Found while hunting for more of the kind (pytorch#184614 names code that runs inside a compile session
+without being traced): a backend that runs the graph it compiles on its real example inputs, which
+recursed too; FlashInfer's own op ``flashinfer::fp4_quantize`` (0.6.12+: a custom op whose body calls
+the patched wrapper), which recursed with the flag set; a tensor subclass whose ``__torch_dispatch__`` calls FlashInfer, traced by AOTAutograd on
+fake tensors, which goes through the op (unpatched, the kernel runs at trace time and the graph holds
+its constant output).
+
 ``tests/eager_stays_eager_child.py`` runs each situation on the real 0.6.0 and 0.7.4 wheels after ``fp4patch
 apply``, with FlashInfer's kernel entry replaced by a CPU stand-in that counts its calls and that Dynamo cannot
 trace (as it cannot trace the real JIT loader). Each scenario states how many kernel calls its calls make
 (``calls``): the count must be exactly that. With the previous redirect, ``flag_set``, ``thread``,
-``freezing``, ``engine_op`` and ``clone`` ended in ``RecursionError`` on both releases (the export and
+``freezing``, ``engine_op``, ``backend_runs_graph``, ``upstream_op`` and ``clone`` ended in ``RecursionError`` on both releases (the export and
 AOTInductor scenarios passed on torch 2.13, where no real call runs under the flag there).
 """
 
@@ -34,7 +41,8 @@ pytestmark = [
 CHILD = Path(__file__).with_name("eager_stays_eager_child.py")
 MARK = "FP4PATCH-EAGER "
 MODULE = {"0.6.0": "flashinfer.fp4_quantization", "0.7.4": "flashinfer.quantization.fp4_quantization"}
-SCENARIOS = ["eager", "flag_set", "thread", "compiled", "freezing", "export_strict", "export_nonstrict", "aoti", "engine_op", "clone"]
+SCENARIOS = ["eager", "flag_set", "thread", "compiled", "freezing", "export_strict", "export_nonstrict", "aoti", "engine_op",
+             "backend_runs_graph", "subclass", "upstream_op", "clone"]
 OP_PREFIX = "fp4patch.fp4_quantize_"
 
 
@@ -68,6 +76,12 @@ def test_every_situation_runs_the_kernel_once_per_call(tmp_path_factory, version
     assert sum(op.startswith(OP_PREFIX) for op in result["aoti"]["ops"]) == 2, result["aoti"]
     # an engine op stays opaque: its body runs FlashInfer eagerly at run time
     assert result["engine_op"]["graphs"] == [["fp4patch_test_engine.quant"]]
+    # a backend running its graph while it compiles (eagerly, then through make_fx): the op's body, once each
+    assert [len(g) for g in result["backend_runs_graph"]["graphs"]] == [1, 1]
+    # a tensor subclass calling fp4_quantize in __torch_dispatch__: AOTAutograd traces it into the op
+    assert [len(g) for g in result["subclass"]["graphs"]] == [1]
+    # FlashInfer's own flashinfer::fp4_quantize (0.6.12+) calls the patched wrapper in its body
+    assert result["upstream_op"].get("absent", False) is (version == "0.6.0")
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
