@@ -160,10 +160,16 @@ def _load_beside(unpatched, site: str, relative: str, tag: str):
     return module
 
 
-#: ``--checks``: the patched module loaded again with its redirect check swapped, to split the
-#: overhead into the check and the rest: ``bool`` (a C call, about the cheapest callable) and
-#: ``torch.compiler.is_dynamo_compiling`` (one Python call; not true under non-strict export)
-CHECK_VARIANTS = {"check_bool": lambda torch: bool, "check_dynamo": lambda torch: torch.compiler.is_dynamo_compiling}
+#: ``--checks``: the patched module loaded again with what its redirect check reads swapped, to split the
+#: overhead into the check and the rest. The check is ``_fp4patch_<function>_compiler._is_compiling_flag``
+#: (an attribute of ``torch.compiler``, then ``_fp4patch_<function>_tracing()`` only while it is True):
+#: ``check_class`` reads the same attribute of a class instead (``_fp4patch_<function>_never_compiling``),
+#: ``check_is_compiling`` reads it through a property calling ``torch.compiler.is_compiling()`` (what
+#: torch < 2.5 pays, ``_fp4patch_<function>_flag_from_is_compiling``)
+CHECK_VARIANTS = {
+    "check_class": lambda module, name: getattr(module, f"_fp4patch_{name}_never_compiling"),
+    "check_is_compiling": lambda module, name: getattr(module, f"_fp4patch_{name}_flag_from_is_compiling")(),
+}
 
 
 def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_site: str | None = None, checks: bool = False) -> dict:
@@ -178,7 +184,7 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
     copy of a module costs by itself (code placement, a second JIT-module handle) is not charged to
     the patch; ``overhead_vs_imported_pct`` keeps the plain patched - unpatched figure. Arms rotate
     their order every round. With ``checks``, the arms of :data:`CHECK_VARIANTS` too (each a
-    patched copy whose ``_fp4patch_<function>_is_compiling`` is swapped), read against ``control``.
+    patched copy whose ``_fp4patch_<function>_compiler`` is swapped), read against ``control``.
     """
     import inspect
 
@@ -193,7 +199,7 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
         unpatched = sys.modules[inspect.unwrap(getattr(flashinfer, name)).__module__]
         relative = os.path.relpath(unpatched.__file__, root)
         patched = _load_beside(unpatched, patched_site, relative, "ab")
-        if getattr(patched, f"_fp4patch_{name}_entry", None) is None:
+        if not hasattr(patched, f"_fp4patch_{name}_tracing"):  # the redirect's second test (fp4patch/custom_op.py)
             out[name] = {"error": "not patched in " + relative}
             continue
         fns = {"unpatched": getattr(unpatched, name), "patched": getattr(patched, name)}
@@ -202,7 +208,7 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
         if checks:
             for variant, make in CHECK_VARIANTS.items():
                 copy = _load_beside(unpatched, patched_site, relative, variant)
-                setattr(copy, f"_fp4patch_{name}_is_compiling", make(torch))
+                setattr(copy, f"_fp4patch_{name}_compiler", make(copy, name))
                 fns[variant] = getattr(copy, name)
         call = table[name]
         for fn in fns.values():
@@ -291,13 +297,14 @@ def phase(name: str) -> dict:
     result["first_block_s"] = time.perf_counter() - t0
     variants = {"eager_block": lambda: block(*args)}
     if name == "patched":
-        result["opcheck"] = opcheck()
+        if not os.environ.get("FP4PATCH_BENCH_SKIP_OPCHECK"):
+            result["opcheck"] = opcheck()
         checks = {}
         for fn_name in FUNCTIONS:
             module = sys.modules.get(inspect.unwrap(getattr(flashinfer, fn_name)).__module__)
-            if hasattr(module, f"_fp4patch_{fn_name}_is_compiling"):  # the redirect's condition, as it stands in the wrapper
+            if hasattr(module, f"_fp4patch_{fn_name}_tracing"):  # the redirect's condition, as it stands in the wrapper
                 n = 1_000_000
-                condition = f"_fp4patch_{fn_name}_is_compiling() or _fp4patch_{fn_name}_compiler._is_compiling_flag"
+                condition = f"_fp4patch_{fn_name}_compiler._is_compiling_flag and _fp4patch_{fn_name}_tracing()"
                 checks[fn_name] = (timeit.timeit(condition, number=n, globals=vars(module)) - timeit.timeit("pass", number=n)) * 1e9 / n
         result["redirect_check_ns"] = checks
 
@@ -370,42 +377,59 @@ def _interleaved(variants: dict, rounds: int = 15, iters: int = 50) -> dict:
 
 
 def orchestrate(args) -> int:
+    """Run the phases, each in its own interpreter, writing ``args.out`` after each one (a phase cut
+    short by the deadline leaves the others' results): the per-call A/B first (the number most
+    sensitive to the redirect), then the patched block (opcheck unless ``--skip-opcheck``, fullgraph,
+    inductor, reduce-overhead, CUDA-graph replay), then the unpatched block. ``--deadline`` seconds
+    bound the whole: each child gets what is left (at least 30 s), then is killed and reported."""
     here = os.path.abspath(__file__)
+    started = time.monotonic()
     results = {"date": time.strftime("%Y-%m-%d"), "block": f"{LAYERS} x [rms_norm -> {', '.join(FUNCTIONS)} -> elementwise], M={M_DECODE}, K={K_DECODE}, N={N_DECODE}, bf16"}
     sites = {"unpatched": args.unpatched, "patched": args.patched}
 
-    def child(argv, site):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH", "")])))
-        done = subprocess.run([sys.executable, here, *argv], capture_output=True, text=True, env=env, check=False)
+    def child(argv, site, extra_env=None):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH", "")])), **(extra_env or {}))
+        left = max(30.0, args.deadline - (time.monotonic() - started)) if args.deadline else None
+        try:
+            done = subprocess.run([sys.executable, here, *argv], capture_output=True, text=True, env=env, check=False, timeout=left)
+        except subprocess.TimeoutExpired as exc:
+            return {"error": f"{' '.join(argv)}: cut at the deadline after {left:.0f} s", "stderr_tail": (exc.stderr or b"")[-3000:].decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)[-3000:]}
         sys.stderr.write(done.stderr[-4000:])
         try:
             return json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return {"error": f"{' '.join(argv)} exited {done.returncode}", "stderr_tail": done.stderr[-3000:]}
 
-    for name in ("unpatched", "patched"):
-        results[name] = child(["phase", name], sites[name])
-    results["percall_ab"] = child(["percall-ab", args.patched, "--rounds", str(args.rounds), "--control", args.unpatched], args.unpatched)
-    p = results.get("patched", {})
-    summary: dict = {"errors": p.get("errors"), "fullgraph_record": p.get("fullgraph_record"), "opcheck": (p.get("opcheck") or {}).get("by_function")}
-    try:
-        eager = p["eager_block"]["median_us"]
-        summary["eager_block_us"] = eager
-        for key in ("inductor", "reduce_overhead", "graph_replay"):
-            if key in p:
-                summary[f"{key}_us"] = p[key]["median_us"]
-                summary[f"speedup_{key}_vs_eager"] = eager / p[key]["median_us"]
-        if "reduce_overhead" in p and "graph_replay" in p:
-            summary["reduce_overhead_over_raw_graph"] = p["reduce_overhead"]["median_us"] / p["graph_replay"]["median_us"]
-        summary["eager_block_unpatched_us"] = results["unpatched"]["eager_block"]["median_us"]
-    except (KeyError, ZeroDivisionError, TypeError) as exc:
-        summary["error"] = f"incomplete results: {exc!r}"
-    summary["per_call_overhead_pct"] = {k: v.get("overhead_pct") for k, v in results["percall_ab"].items() if isinstance(v, dict)}
-    summary["redirect_check_ns"] = p.get("redirect_check_ns")
-    results["summary"] = summary
-    with open(args.out, "w") as handle:
-        json.dump(results, handle, indent=2, default=str)
-    print(json.dumps(summary, indent=2, default=str))
+    def write():
+        p = results.get("patched", {})
+        summary: dict = {"errors": p.get("errors"), "fullgraph_record": p.get("fullgraph_record"), "opcheck": (p.get("opcheck") or {}).get("by_function")}
+        try:
+            eager = p["eager_block"]["median_us"]
+            summary["eager_block_us"] = eager
+            for key in ("inductor", "reduce_overhead", "graph_replay"):
+                if key in p:
+                    summary[f"{key}_us"] = p[key]["median_us"]
+                    summary[f"speedup_{key}_vs_eager"] = eager / p[key]["median_us"]
+            if "reduce_overhead" in p and "graph_replay" in p:
+                summary["reduce_overhead_over_raw_graph"] = p["reduce_overhead"]["median_us"] / p["graph_replay"]["median_us"]
+            summary["eager_block_unpatched_us"] = results["unpatched"]["eager_block"]["median_us"]
+        except (KeyError, ZeroDivisionError, TypeError) as exc:
+            summary["error"] = f"incomplete results: {exc!r}"
+        summary["per_call_overhead_pct"] = {k: v.get("overhead_pct") for k, v in results.get("percall_ab", {}).items() if isinstance(v, dict)}
+        summary["redirect_check_ns"] = p.get("redirect_check_ns")
+        summary["elapsed_s"] = round(time.monotonic() - started, 1)
+        results["summary"] = summary
+        with open(args.out, "w") as handle:
+            json.dump(results, handle, indent=2, default=str)
+        return summary
+
+    percall = ["percall-ab", args.patched, "--rounds", str(args.rounds), "--control", args.unpatched]
+    results["percall_ab"] = child(percall + (["--checks"] if args.checks else []), args.unpatched)
+    write()
+    for name in ("patched", "unpatched"):
+        results[name] = child(["phase", name], sites[name], {"FP4PATCH_BENCH_SKIP_OPCHECK": "1"} if args.skip_opcheck else None)
+        write()
+    print(json.dumps(write(), indent=2, default=str))
     return 0
 
 
@@ -417,6 +441,9 @@ def main() -> int:
     o.add_argument("--patched", required=True)
     o.add_argument("--out", required=True)
     o.add_argument("--rounds", type=int, default=61, help="interleaved per-call rounds per function")
+    o.add_argument("--deadline", type=float, default=0, help="seconds for the whole (0: none); each phase gets what is left")
+    o.add_argument("--skip-opcheck", action="store_true", help="leave the opcheck grid out of the patched phase")
+    o.add_argument("--checks", action="store_true", help="per-call: also the arms with the redirect check swapped")
     ph = sub.add_parser("phase")
     ph.add_argument("name", choices=["unpatched", "patched"])
     ab = sub.add_parser("percall-ab")

@@ -568,7 +568,8 @@ def render(target: CustomOpTarget) -> Rendered:
         else:
             data.append(_release_statement(statement, target) if _assigns(statement, "RELEASE") else statement)
     trimmer = _Trim(absent, target.defaults, target.function)
-    edited = {name: _bind_absent(functions[name].visit(trimmer), absent) for name in FUNCTIONS}
+    marked = {"op": lambda op_fn: _marked_eager_body(op_fn, target.function)}  # binds first, then the marker
+    edited = {name: _bind_absent(marked.get(name, lambda f: f)(functions[name].visit(trimmer)), absent) for name in FUNCTIONS}
     op_def = edited["op"].with_changes(
         decorators=[_decorator(f'torch.library.custom_op("fp4patch::{_NAME_SENTINEL}", mutates_args=MUTATES_ARGS)')]
     )
@@ -607,97 +608,324 @@ def render(target: CustomOpTarget) -> Rendered:
         leading_lines=[
             cst.EmptyLine(comment=cst.Comment(f"# fp4patch {target.spec_id}: {fn} traces as the custom op fp4patch::{_NAME_SENTINEL}")),
             cst.EmptyLine(comment=cst.Comment(f"# under torch.compile; rendered from {target.source_label} for FlashInfer {target.versions}.")),
-            cst.EmptyLine(comment=cst.Comment("# Only the registration runs at import; eager calls run the original code after one check.")),
+            cst.EmptyLine(comment=cst.Comment("# Registered when a compile or an export first needs it; eager calls run the original code")),
+            cst.EmptyLine(comment=cst.Comment("# after one attribute read.")),
         ],
     )
-    # a caller missing from a release must not break the module's import (a NameError would break eager use too)
-    callers = "".join(
-        f"    if {c!r} in globals():  # calls {fn}\n        {c} = _fp4patch_{fn}_bypass_api_wrappers({c})\n" for c in target.callers
-    )
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=callers))
+    # callers are looked up by name: one missing from a release must not break the module's import
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers))))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
     # The fingerprint covers the code, not the provenance comments: same schema, fake and data, same name.
-    code = cst.Module(body=[*imports, register.with_changes(leading_lines=[]), *tail.body]).code
+    code = _one_line_strings(cst.Module(body=[*imports, register.with_changes(leading_lines=[]), *tail.body]).code, target)
     fingerprint = hashlib.sha256((redirect + "\n" + code).encode()).hexdigest()[:8]
     if imports:
         imports[0] = imports[0].with_changes(leading_lines=register.leading_lines)
         register = register.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
     block_module = cst.Module(body=[*imports, register, *tail.body])
-    block = "".join(line.rstrip() + "\n" for line in block_module.code.splitlines())  # no indented blank lines
+    lines = _one_line_strings(block_module.code, target).split("\n")
+    block = "".join(line.rstrip() + "\n" for line in (lines[:-1] if lines[-1] == "" else lines))  # no indented blank lines
     op_name = f"{fn}_{fingerprint}"
     return Rendered(f"fp4patch::{op_name}", redirect, block.replace(_NAME_SENTINEL, op_name))
 
 
+
+def _marked_eager_body(op_def, function: str):
+    """``op_def`` (libcst) with its statements after the docstring run inside ``try``/``finally`` with
+    ``_fp4patch_<function>_thread.inside_op`` set: while the op's eager body runs, the wrapper it calls
+    runs its own code, whatever compile holds ``torch.compiler._is_compiling_flag`` (see ``_TAIL``)."""
+    import libcst as cst
+
+    statements = list(op_def.body.body)
+    start = 1 if statements and _is_docstring(statements[0]) else 0
+    if start == len(statements):
+        return op_def
+    state = f"_fp4patch_{function}_thread"
+    marked = cst.parse_statement(
+        "try:\n"
+        "    pass\n"
+        "finally:\n"
+        f"    {state}.inside_op = _fp4patch_outer\n"
+    )
+    marked = marked.with_changes(body=marked.body.with_changes(body=statements[start:]))
+    enter = [
+        cst.parse_statement(f"_fp4patch_outer = {state}.inside_op  # the wrapper called below runs its own code\n"),
+        cst.parse_statement(f"{state}.inside_op = True\n"),
+    ]
+    return op_def.with_changes(body=op_def.body.with_changes(body=[*statements[:start], *enter, marked]))
+
+
+def _one_line_strings(code: str, target: CustomOpTarget) -> str:
+    """``code`` with no line break inside a token: each string literal that spans lines is written as
+    parenthesized one-line literals (one a source line, implicitly concatenated: the same value and
+    the same AST). Every line break of the rendered block is then one that libcst writes with the
+    target file's own newline, so a CRLF file stays CRLF on every line after apply.
+
+    Raises:
+        OpSourceError: a backslash continues a line, or an f-string spans lines (the message quotes
+            its start and names ``target.source_label``): write it on one line in the op source.
+    """
+    import io
+    import tokenize
+
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: tuple[int, int]) -> int:
+        return starts[position[0] - 1] + position[1]
+
+    out, done, previous = [], 0, 0
+    fstring_parts = {getattr(tokenize, name) for name in ("FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, name)}
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        begin, end = offset(token.start), offset(token.end)
+        if "\\" in code[previous:begin]:
+            raise OpSourceError(
+                f"{target.source_label}: a backslash continues the line of {code[max(0, previous - 40):previous].strip()!r}; "
+                "fp4patch writes code with the target file's newlines: put it in parentheses instead"
+            )
+        previous = end
+        if "\n" not in token.string or token.type in (tokenize.NEWLINE, tokenize.NL):
+            continue
+        prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))].lower()
+        if token.type != tokenize.STRING or "f" in prefix or token.type in fstring_parts:
+            raise OpSourceError(
+                f"{target.source_label}: an f-string spans lines ({token.string.splitlines()[0][:40]!r}...); "
+                "fp4patch writes code with the target file's newlines: write it on one line"
+            )
+        value = ast.literal_eval(token.string)
+        newline = b"\n" if isinstance(value, bytes) else "\n"
+        pieces = [piece + newline for piece in value.split(newline)]
+        pieces[-1] = pieces[-1][:-1]
+        pieces = [piece for piece in pieces if piece]
+        line = code[starts[token.start[0] - 1] : starts[token.start[0]]]
+        indent = line[: len(line) - len(line.lstrip())]
+        literal = "".join(f"\n{indent}    {piece!r}" for piece in pieces)
+        out.append(code[done:begin] + (f"({literal}\n{indent})" if len(pieces) > 1 else repr(value)))
+        done = end
+    converted = "".join(out) + code[done:]
+    if converted != code and ast.dump(ast.parse(converted)) != ast.dump(ast.parse(code)):
+        raise AssertionError(f"{target.source_label}: rewriting string literals changed the code")  # a bug of this function
+    return converted
+
+
 _TAIL = '''
-_fp4patch_{fn}_entry = _fp4patch_register_{fn}()
+import sys
+import threading
+
+# What the redirect first in {fn} reads. Importing the module only defines these: the op is
+# registered (about 10 ms) and Dynamo told what to trace once torch._dynamo is imported (torch.compile,
+# torch.export, loading an exported program), or when a trace first needs it.
+_fp4patch_{fn}_entry = None  # the op source's entry once the op is registered; False: this torch cannot
+_fp4patch_{fn}_globals = globals()
+_fp4patch_{fn}_lock = threading.Lock()
+_fp4patch_{fn}_public = {fn}
+_fp4patch_{fn}_callers = {callers}  # functions of this module that call {fn}
+_fp4patch_{fn}_available = getattr(getattr(torch, "library", None), "custom_op", None) is not None and getattr(
+    getattr(torch, "compiler", None), "is_compiling", None
+) is not None
+_fp4patch_{fn}_substitute = getattr(getattr(torch, "compiler", None), "substitute_in_graph", None)  # torch >= 2.5
+_fp4patch_{fn}_dynamo = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool  # Dynamo: True
+_fp4patch_{fn}_redirect_in_body = False  # torch < 2.5: Dynamo traces {fn}'s own body, where the redirect fires
+_fp4patch_{fn}_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+_fp4patch_{fn}_modes = tuple(getattr(getattr(torch._C, "_TorchDispatchModeKey", None), key, None) for key in ("FAKE", "PROXY"))
 
 
-class _fp4patch_{fn}_not_compiling:
+def _fp4patch_{fn}_ready():
+    # Registers the custom op once: True when it is registered, False when this torch cannot.
+    global _fp4patch_{fn}_entry
+    if _fp4patch_{fn}_entry is None:
+        with _fp4patch_{fn}_lock:
+            if _fp4patch_{fn}_entry is None:
+                _fp4patch_{fn}_entry = _fp4patch_register_{fn}() or False
+    return _fp4patch_{fn}_entry is not False
+
+
+class _fp4patch_{fn}_thread_state(threading.local):
+    inside_op = False  # while the op's eager body runs in this thread: {fn} runs its own code
+
+
+_fp4patch_{fn}_thread = _fp4patch_{fn}_thread_state()
+
+
+def _fp4patch_{fn}_tracing():
+    # The redirect's second test, read only while torch.compiler._is_compiling_flag is set. torch 2.13
+    # holds the flag for a whole compile, process-wide (pytorch#184614), so real calls see it too:
+    # another thread's, Inductor freezing's constant folding, an engine op's eager body. True only
+    # when this thread traces a graph (a fake or proxy tensor mode is active here: torch.export's
+    # non-strict tracing) through {fn} itself, not a clone, and the op is registered.
+    if _fp4patch_{fn}_dynamo():
+        # Dynamo traces a copy in place of {fn}'s function objects (_fp4patch_{fn}_on_dynamo), so a
+        # body it traces here is a clone's, types.FunctionType({fn}.__code__, namespace): its own code
+        return _fp4patch_{fn}_redirect_in_body
+    if _fp4patch_{fn}_thread.inside_op or sys._getframe(1).f_globals is not _fp4patch_{fn}_globals:
+        return False
+    get, modes = _fp4patch_{fn}_get_mode, _fp4patch_{fn}_modes
+    if get is not None and None not in modes and all(get(mode) is None for mode in modes):
+        return False  # a real call (torch without these internals: through the op, which runs it once)
+    return _fp4patch_{fn}_ready()
+
+
+class _fp4patch_{fn}_flag_from_is_compiling:
+    # torch < 2.5 or without torch.compiler._is_compiling_flag: is_compiling() (folded under Dynamo)
+    @property
+    def _is_compiling_flag(self):
+        return torch.compiler.is_compiling()
+
+
+class _fp4patch_{fn}_compiler_traced:
+    _is_compiling_flag = True
+
+
+class _fp4patch_{fn}_never_compiling:
     _is_compiling_flag = False
 
 
-# The check an eager {fn} call pays, bound once: torch.compiler.is_compiling() in two parts, at
-# a third of its eager cost. Dynamo folds is_dynamo_compiling() to True while it traces; non-strict
-# torch.export sets torch.compiler._is_compiling_flag, which is what is_compiling() returns outside
-# Dynamo. Both read False when the op could not be registered (the wrapper stays as it was).
-if _fp4patch_{fn}_entry is not None and hasattr(torch.compiler, "_is_compiling_flag"):
-    _fp4patch_{fn}_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+if not _fp4patch_{fn}_available:  # no custom ops on this torch: {fn} stays as it was
+    _fp4patch_{fn}_compiler = _fp4patch_{fn}_never_compiling
+elif _fp4patch_{fn}_substitute is not None and hasattr(torch.compiler, "_is_compiling_flag"):
     _fp4patch_{fn}_compiler = torch.compiler
 else:
-    _fp4patch_{fn}_is_compiling = torch.compiler.is_compiling if _fp4patch_{fn}_entry is not None else bool
-    _fp4patch_{fn}_compiler = _fp4patch_{fn}_not_compiling
+    _fp4patch_{fn}_compiler = _fp4patch_{fn}_flag_from_is_compiling()
 
 
-_fp4patch_{fn}_undecorated = {{}}
+def _fp4patch_{fn}_traced():
+    # The redirect's second test in the copy Dynamo traces: marked as a constant result, so Dynamo
+    # runs it (registering the op if that is still to do) instead of tracing it.
+    return _fp4patch_{fn}_ready()
 
 
-def _fp4patch_{fn}_bypass_api_wrappers(fn):
-    # Dynamo cannot trace @flashinfer_api's logging wrapper (FLASHINFER_LOGLEVEL > 0), the
-    # fi_trace dump wrapper (FLASHINFER_TRACE_DUMP=1) nor @backend_requirement's checks: while
-    # compiling, enter the undecorated function, whose first statement redirects to the custom op.
-    # torch.compiler.substitute_in_graph (torch >= 2.5) tells Dynamo to trace that in fn's place,
-    # so eager calls go through the wrappers exactly as before, without an extra frame (the
-    # function is looked up in a module-level dict so that Dynamo reads its defaults, such as
-    # FlashInfer's _UNSET sentinel, from a source); older torch gets a wrapper that checks
-    # torch.compiler.is_compiling() first.
-    inner = fn
-    while getattr(inner, "__wrapped__", None) is not None:
-        inner = inner.__wrapped__
-    if inner is fn:
-        return fn
-    substitute = getattr(torch.compiler, "substitute_in_graph", None)
-    if substitute is not None:
-        name = inner.__name__
-        _fp4patch_{fn}_undecorated[name] = inner
+_fp4patch_{fn}_traceable = {{}}
 
-        def _fp4patch_undecorated_call(*args, **kwargs):
-            return _fp4patch_{fn}_undecorated[name](*args, **kwargs)
 
+def _fp4patch_{fn}_unwrap(fn):
+    while getattr(fn, "__wrapped__", None) is not None:
+        fn = fn.__wrapped__
+    return fn
+
+
+def _fp4patch_{fn}_substitute_layers(fn, traceable, innermost):
+    # Dynamo traces `traceable` in place of fn and of each function fn wraps (FlashInfer's decorators:
+    # @flashinfer_api logging with FLASHINFER_LOGLEVEL > 0, @backend_requirement; eager calls keep
+    # them), with `innermost` in place of the undecorated function too. It is looked up in a dict
+    # at module level, so that Dynamo reads its defaults (FlashInfer's _UNSET sentinel) from a source.
+    name = fn.__name__
+    _fp4patch_{fn}_traceable[name] = traceable
+
+    def _fp4patch_traced_call(*args, **kwargs):
+        return _fp4patch_{fn}_traceable[name](*args, **kwargs)
+
+    while fn is not None and (innermost or getattr(fn, "__wrapped__", None) is not None):
         try:
-            substitute(fn, skip_signature_check=True)(_fp4patch_undecorated_call)
-            return fn
-        except (TypeError, ValueError):  # already registered (a second copy of the module): wrap
+            _fp4patch_{fn}_substitute(fn, skip_signature_check=True)(_fp4patch_traced_call)
+        except (TypeError, ValueError):  # already registered
             pass
+        fn = getattr(fn, "__wrapped__", None)
+
+
+def _fp4patch_{fn}_on_dynamo():
+    # torch._dynamo is imported: Dynamo is to trace, in place of {fn}'s function objects, a copy of
+    # its undecorated code that reads the *_traced names, so its redirect enters the op (a clone is
+    # another function object: Dynamo traces its own body). Then the op is registered.
+    global _fp4patch_{fn}_redirect_in_body
+    try:
+        if _fp4patch_{fn}_substitute is None:
+            _fp4patch_{fn}_redirect_in_body = _fp4patch_{fn}_ready()
+            return
+        inner = _fp4patch_{fn}_unwrap(_fp4patch_{fn}_public)
+        renamed = {{"_fp4patch_{fn}_compiler": "_fp4patch_{fn}_compiler_traced", "_fp4patch_{fn}_tracing": "_fp4patch_{fn}_traced"}}
+        code = inner.__code__
+        if not set(renamed) <= set(code.co_names):
+            return  # {fn} has no redirect (edited since apply)
+        code = code.replace(co_names=tuple(renamed.get(n, n) for n in code.co_names))
+        copy = type(inner)(code, inner.__globals__, inner.__name__, inner.__defaults__, inner.__closure__)
+        copy.__kwdefaults__ = inner.__kwdefaults__
+        constant = getattr(torch._dynamo, "assume_constant_result", None)
+        if constant is not None:
+            constant(_fp4patch_{fn}_traced)
+        _fp4patch_{fn}_substitute_layers(_fp4patch_{fn}_public, copy, True)
+        for name in _fp4patch_{fn}_callers:
+            caller = _fp4patch_{fn}_globals.get(name)
+            if caller is not None and getattr(caller, "__wrapped__", None) is not None:
+                _fp4patch_{fn}_substitute_layers(caller, _fp4patch_{fn}_unwrap(caller), False)
+        _fp4patch_{fn}_ready()
+    except Exception as exc:  # an import cycle at this moment, a changed torch API: the trace tries again
+        import warnings
+
+        warnings.warn(f"fp4patch: {fn} when torch._dynamo was imported: {{exc!r}}", RuntimeWarning, stacklevel=2)
+
+
+class _fp4patch_{fn}_dynamo_import:
+    # A sys.meta_path finder that finds nothing itself: it wraps torch._dynamo's loader so that its
+    # callbacks run right after torch._dynamo is imported, then leaves sys.meta_path. The patched
+    # modules share one (each adds its callback to the first one's list).
+    def __init__(self, callbacks):
+        self._fp4patch_callbacks = callbacks
+        self.loader = None
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo" or self.loader is not None:
+            return None
+        import importlib.util
+
+        self.loader = self
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.loader = None
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        self.loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        callbacks, self._fp4patch_callbacks = self._fp4patch_callbacks, None
+        for callback in callbacks:
+            callback()
+
+
+def _fp4patch_{fn}_when_dynamo_imported(callback):
+    if "torch._dynamo" in sys.modules:
+        return callback()
+    for finder in sys.meta_path:
+        if isinstance(getattr(finder, "_fp4patch_callbacks", None), list):
+            return finder._fp4patch_callbacks.append(callback)
+    sys.meta_path.insert(0, _fp4patch_{fn}_dynamo_import([callback]))
+
+
+def _fp4patch_{fn}_api_entry(fn):
+    # torch < 2.5: while Dynamo traces, enter the undecorated function, where the redirect fires
     import functools
 
+    inner = _fp4patch_{fn}_unwrap(fn)
+
     @functools.wraps(fn)
-    def _fp4patch_{fn}_api_entry(*args, **kwargs):
-        if torch.compiler.is_compiling():
+    def _fp4patch_{fn}_api_call(*args, **kwargs):
+        if _fp4patch_{fn}_dynamo():
             return inner(*args, **kwargs)
         return fn(*args, **kwargs)
 
     # One attribute dict with fn: @backend_requirement sets attributes on its wrapper per call
     # (suitable_auto_backends for backend="auto") that the function body reads back through the
     # module-level name, which is now this function.
-    _fp4patch_{fn}_api_entry.__dict__ = fn.__dict__
-    return _fp4patch_{fn}_api_entry
+    _fp4patch_{fn}_api_call.__dict__ = fn.__dict__
+    return _fp4patch_{fn}_api_call
 
 
-if _fp4patch_{fn}_entry is not None:
-    {fn} = _fp4patch_{fn}_bypass_api_wrappers({fn})
-{callers}'''
+if _fp4patch_{fn}_available:
+    for _fp4patch_name in ("{fn}",) + _fp4patch_{fn}_callers if _fp4patch_{fn}_substitute is None else ():
+        if getattr(_fp4patch_{fn}_globals.get(_fp4patch_name), "__wrapped__", None) is not None:
+            _fp4patch_{fn}_globals[_fp4patch_name] = _fp4patch_{fn}_api_entry(_fp4patch_{fn}_globals[_fp4patch_name])
+    _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_on_dynamo)
+'''
 
 
 def plain_source(source: str, helpers: dict[str, str] | None = None) -> str:
@@ -940,7 +1168,7 @@ def _Expand(names: list[str], callees: tuple[str, ...]):
 def _redirect(target: CustomOpTarget) -> str:
     fn = target.function
     arguments = "".join(f"        {p}={p},\n" for p in target.params)
-    return f"if _fp4patch_{fn}_is_compiling() or _fp4patch_{fn}_compiler._is_compiling_flag:\n    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
+    return f"if _fp4patch_{fn}_compiler._is_compiling_flag and _fp4patch_{fn}_tracing():\n    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
 
 
 def _absent_params(target: CustomOpTarget) -> dict[str, str]:

@@ -7,7 +7,8 @@ may not be installed. It needs torch with a CUDA device and the patched FlashInf
 imports.
 
 For each FlashInfer function whose fullgraph spec is applied (its module holds
-``_fp4patch_<function>_entry``; the op is the ``OP`` that entry calls, ``fp4patch::<function>_<8 hex>``)
+``_fp4patch_<function>_entry``, set when ``_fp4patch_<function>_ready()`` registers the op; the op is the
+``OP`` that entry calls, ``fp4patch::<function>_<8 hex>``)
 and each case of the function's grid below, on the current CUDA device:
 
 1. the real op runs once; when the kernel itself refuses (e.g. ``mm_fp4`` on sm90: "does not support
@@ -152,8 +153,11 @@ def patched_op(function):
     if fn is None:
         return None
     module = sys.modules.get(getattr(inspect.unwrap(fn), "__module__", ""), None)
+    ready = getattr(module, f"_fp4patch_{function}_ready", None)
+    if ready is not None:  # the block registers its op on first need (fp4patch/custom_op.py), not at import
+        ready()
     entry = getattr(module, f"_fp4patch_{function}_entry", None)
-    if entry is None:
+    if not entry:  # None: not patched; False: this torch cannot register it
         return None
     op = inspect.getclosurevars(entry).nonlocals.get("OP")
     return op

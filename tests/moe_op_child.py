@@ -214,9 +214,8 @@ def load_rendered(function, block):
     """Run the op block fp4patch renders for this release (what ``apply`` appends) in the module."""
     namespace = vars(mod)
     exec(compile(block, f"<fp4patch block for {function}>", "exec"), namespace)  # noqa: S102 - the rendered patch itself
-    entry = namespace[f"_fp4patch_{function}_entry"]
-    assert entry is not None, "the op block did not register its custom op"
-    return entry
+    assert namespace[f"_fp4patch_{function}_ready"](), "the op block did not register its custom op"  # on first need
+    return namespace[f"_fp4patch_{function}_entry"]
 
 
 def meta(t):
@@ -329,6 +328,8 @@ def run_eager(c):
     """The eager public call: its outputs, whether it reached the kernel, how often the op entry ran."""
     name = f"_fp4patch_{FUNCTION}_entry"
     entry_calls = []
+    if hasattr(mod, f"_fp4patch_{FUNCTION}_ready"):  # the op is registered on first need: register it, then record
+        getattr(mod, f"_fp4patch_{FUNCTION}_ready")()
     real_entry = getattr(mod, name, None)
     if real_entry is not None:
         def recording_entry(**kwargs):
@@ -398,6 +399,7 @@ def run_forwarding():
     the wrapper the op body calls is replaced by a recorder: every value must arrive under its own name."""
     op = getattr(torch.ops.fp4patch, OP_NAME.split("::")[1]).default
     schema = {a.name: a for a in op._schema.arguments}
+    getattr(mod, f"_fp4patch_{FUNCTION}_ready")()
     sig = inspect.signature(inspect.unwrap(getattr(mod, f"_fp4patch_{FUNCTION}_entry")))
     seen = []
 

@@ -77,11 +77,16 @@ SOURCE = """
             ("x", "mode", "scale", "extra"),
             """
             def op(x: torch.Tensor, mode: int = 0, scale: float = 1.0, extra: bool = False) -> torch.Tensor:
-                return wrap(
-                    x=x,
-                    mode=mode,
-                    scale=scale,
-                )
+                _fp4patch_outer = _fp4patch_wrap_thread.inside_op  # the wrapper called below runs its own code
+                _fp4patch_wrap_thread.inside_op = True
+                try:
+                    return wrap(
+                        x=x,
+                        mode=mode,
+                        scale=scale,
+                    )
+                finally:
+                    _fp4patch_wrap_thread.inside_op = _fp4patch_outer
             """,
             id="multi-line-call-omit",
         ),
@@ -112,10 +117,15 @@ SOURCE = """
             def op(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
                 mode = 0  # not a parameter of this release
                 extra = False  # not a parameter of this release
-                return wrap(
-                    x=x,
-                    scale=scale,
-                )
+                _fp4patch_outer = _fp4patch_wrap_thread.inside_op  # the wrapper called below runs its own code
+                _fp4patch_wrap_thread.inside_op = True
+                try:
+                    return wrap(
+                        x=x,
+                        scale=scale,
+                    )
+                finally:
+                    _fp4patch_wrap_thread.inside_op = _fp4patch_outer
             """,
             id="absent-params-trimmed-multi-line",
         ),

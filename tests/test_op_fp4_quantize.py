@@ -37,8 +37,8 @@ def _entry_and_op(target):
     namespace = {"torch": torch, "_UNSET": object(), **stand_in}
     (op_block,) = [op.code for op in target.operations if op.kind == "append-to-module"]
     exec(compile(op_block, f"<{rendered.op_name}>", "exec", dont_inherit=True), namespace)
+    assert namespace["_fp4patch_fp4_quantize_ready"](), "the op block could not register its op"  # registered on first need
     entry = namespace["_fp4patch_fp4_quantize_entry"]
-    assert entry is not None
     return entry, getattr(torch.ops.fp4patch, rendered.op_name.split("::")[1]).default
 
 
@@ -115,8 +115,14 @@ def test_a_caller_missing_from_the_module_does_not_break_its_import() -> None:
 
     target = TARGETS[-1]
     (op_block,) = [op.code for op in target.operations if op.kind == "append-to-module"]
-    assert "nvfp4_quantize = _fp4patch_fp4_quantize_bypass_api_wrappers(nvfp4_quantize)" in op_block
-    namespace = {"torch": torch, "_UNSET": object(), "fp4_quantize": lambda **kwargs: None}
+    assert "_fp4patch_fp4_quantize_callers = ('nvfp4_quantize', 'mxfp4_quantize')" in op_block
+    (redirect,) = [op.code for op in target.operations if op.kind == "insert-at-function-start"]
+    namespace = {"torch": torch, "_UNSET": object()}
+    # a wrapper holding the redirect, so that what importing torch._dynamo runs goes on to look the callers up
+    exec("def fp4_quantize(**kwargs):\n" + "".join("    " + line for line in redirect.splitlines(True)), namespace)  # noqa: S102
     exec(compile(op_block, "<block without callers>", "exec", dont_inherit=True), namespace)  # noqa: S102
-    assert namespace["_fp4patch_fp4_quantize_entry"] is not None
+    import torch._dynamo  # noqa: F401 - the block's callback has run (now, or when this imported torch._dynamo)
+
+    namespace["_fp4patch_fp4_quantize_on_dynamo"]()
+    assert namespace["_fp4patch_fp4_quantize_ready"]()
     assert "nvfp4_quantize" not in namespace and "mxfp4_quantize" not in namespace

@@ -451,7 +451,8 @@ _spec.loader.exec_module(probe)
 grid = ko.load_grid(P["grid"], "_fp4patch_grid_" + FN)
 entry_calls = []
 name = "_fp4patch_%s_entry" % FN
-if hasattr(gb, name):
+if hasattr(gb, name):  # patched: register the op (done on first need), then record any call that would go through it
+    getattr(gb, "_fp4patch_%s_ready" % FN)()
     setattr(gb, name, lambda **kw: entry_calls.append(sorted(kw)))
 fn = getattr(flashinfer, FN)
 rec = ko.KernelRecorder()
@@ -467,6 +468,7 @@ print("MARK" + json.dumps(dict(patched=hasattr(gb, name), results=results, entry
 """.replace("MARK", MARK)
 
 FORWARD_CHILD = PRELUDE + HELPERS + r"""
+getattr(gb, "_fp4patch_%s_ready" % FN)()  # the op is registered on first need
 op = inspect.getclosurevars(getattr(gb, "_fp4patch_%s_entry" % FN)).nonlocals["OP"]
 schema = [a.name for a in op._schema.arguments]
 calls = []

@@ -105,15 +105,19 @@ def _compile(site: Path, version: str, cache: Path) -> dict:
 
 
 def _install(site: Path, version: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Replace FlashInfer in ``site`` by ``version``'s files, as ``pip install --no-deps`` does
-    (hard links to the shared pristine unpack; fp4patch's ``.fp4patch`` state is left where it is)."""
+    """Replace FlashInfer in ``site`` by ``version``'s files, as ``pip install --no-deps`` does: every
+    top-level entry of the wheel (``flashinfer/``, its ``.dist-info``, and the ``build_backend.py``,
+    ``build_utils.py``, ``b12x/`` its RECORD lists too), hard links to the shared pristine unpack;
+    fp4patch's ``.fp4patch`` state is left where it is."""
     for child in site.iterdir():
-        if child.name == "flashinfer" or child.name.startswith("flashinfer_python-"):
-            shutil.rmtree(child)
+        if child.name != ".fp4patch":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
     pristine = release_site(version, tmp_path_factory, sources_only=True)
     for child in pristine.iterdir():
-        if child.name == "flashinfer" or child.name.startswith("flashinfer_python-"):
+        if child.is_dir():
             shutil.copytree(child, site / child.name, copy_function=os.link)
+        else:
+            os.link(child, site / child.name)
 
 
 def test_upgrade_with_a_warm_inductor_cache_compiles_cleanly(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -111,10 +111,9 @@ def fake(**OP_PARAMS):
     if alpha is not None:
         n = alpha.numel()
         if RELEASE["per_token_alpha_backends"]:
-            from torch.fx.experimental.symbolic_shapes import sym_or
-
+            # `|` keeps a SymBool symbolic (`or` would guard): what symbolic_shapes.sym_or (torch >= 2.8) does
             torch._check_value(
-                sym_or(n == 1, n == a.shape[0]),
+                (n == 1) | (n == a.shape[0]),
                 lambda: f"alpha must be a scalar, or one scale per row of a for the per-token path. Got {n} for m={a.shape[0]}.",
             )
             if backend not in RELEASE["per_token_alpha_backends"]:

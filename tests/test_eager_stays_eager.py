@@ -1,0 +1,122 @@
+"""Eager stays eager (issue 17): the redirect fires only while a graph is traced, and the kernel runs once per call.
+
+torch 2.13 holds ``torch.compiler._is_compiling_flag`` for a whole compile, process-wide (pytorch#184614).
+The redirect used to read that flag alone, and the op's eager body calls the wrapper again, so a real call
+made while any compile ran bounced between wrapper and op until ``RecursionError``: a thread calling
+``fp4_quantize`` while another compiles, Inductor freezing constant-folding ``fp4_quantize(weight)``, an
+engine's own custom op whose body calls FlashInfer. And a clone of the wrapper
+(``types.FunctionType(inspect.unwrap(fn).__code__, namespace)``, the way engines swap FlashInfer's kernel
+module) was redirected to the module's own code under compile.
+
+Found while hunting for more of the kind (pytorch#184614 names code that runs inside a compile session
+without being traced): a backend that runs the graph it compiles on its real example inputs, which
+recursed too; FlashInfer's own op ``flashinfer::fp4_quantize`` (0.6.12+: a custom op whose body calls
+the patched wrapper), which recursed with the flag set; a tensor subclass whose ``__torch_dispatch__`` calls FlashInfer, traced by AOTAutograd on
+fake tensors, which goes through the op (unpatched, the kernel runs at trace time and the graph holds
+its constant output).
+
+``tests/eager_stays_eager_child.py`` runs each situation on the real 0.6.0 and 0.7.4 wheels after ``fp4patch
+apply``, with FlashInfer's kernel entry replaced by a CPU stand-in that counts its calls and that Dynamo cannot
+trace (as it cannot trace the real JIT loader). Each scenario states how many kernel calls its calls make
+(``calls``): the count must be exactly that. With the previous redirect, ``flag_set``, ``thread``,
+``freezing``, ``engine_op``, ``backend_runs_graph``, ``upstream_op`` and ``clone`` ended in ``RecursionError`` on both releases (the export and
+AOTInductor scenarios passed on torch 2.13, where no real call runs under the flag there).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from .conftest import applied_site, release_site
+from .python_forkserver import child_json
+
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
+]
+
+CHILD = Path(__file__).with_name("eager_stays_eager_child.py")
+MARK = "FP4PATCH-EAGER "
+MODULE = {"0.6.0": "flashinfer.fp4_quantization", "0.7.4": "flashinfer.quantization.fp4_quantization"}
+SCENARIOS = ["eager", "flag_set", "thread", "compiled", "freezing", "export_strict", "export_nonstrict", "aoti", "engine_op",
+             "backend_runs_graph", "subclass", "upstream_op", "clone"]
+OP_PREFIX = "fp4patch.fp4_quantize_"
+
+
+def run(site: Path, version: str, scenarios: list[str], remove: tuple[str, ...] = (), env: dict | None = None) -> dict:
+    """The child's result for ``scenarios`` on ``site`` (see ``tests/eager_stays_eager_child.py``)."""
+    params = {"module": MODULE[version], "scenarios": scenarios, "remove": list(remove)}
+    return child_json(site, CHILD, params, mark=MARK, timeout=900, env=env)
+
+
+def assert_kernel_once_per_call(result: dict, scenarios: list[str]) -> None:
+    for name in scenarios:
+        r = result[name]
+        assert r["ok"], f"{name}: {r.get('error')}\n{r.get('tb', '')}"
+        assert r["kernels"] == r["calls"], f"{name}: {r['kernels']} kernel calls for {r['calls']}: {r}"
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
+def test_every_situation_runs_the_kernel_once_per_call(tmp_path_factory, version: str) -> None:
+    result = run(applied_site(version, tmp_path_factory), version, SCENARIOS)
+    assert result["dynamo_imported_by_flashinfer"] is False, "importing the patched FlashInfer must not import torch._dynamo"
+    assert_kernel_once_per_call(result, SCENARIOS)
+    # the situations are real: the flag was set while those calls ran
+    assert result["flag_set"]["flag"] is True and result["thread"]["flag"] is True and result["thread"]["other_thread"] == []
+    # traced: the op, one node per call, and no kernel while tracing
+    assert [len(g) for g in result["compiled"]["graphs"]] == [1, 1]
+    assert all(op.startswith(OP_PREFIX) for g in result["compiled"]["graphs"] for op in g)
+    for name in ("export_strict", "export_nonstrict"):
+        assert result[name]["while_exporting"] == 0 and len(result[name]["ops"]) == 2, result[name]
+        assert all(op.startswith(OP_PREFIX) for op in result[name]["ops"]), result[name]
+    assert result["aoti"]["while_compiling"] == 0
+    assert sum(op.startswith(OP_PREFIX) for op in result["aoti"]["ops"]) == 2, result["aoti"]
+    # an engine op stays opaque: its body runs FlashInfer eagerly at run time
+    assert result["engine_op"]["graphs"] == [["fp4patch_test_engine.quant"]]
+    # a backend running its graph while it compiles (eagerly, then through make_fx): the op's body, once each
+    assert [len(g) for g in result["backend_runs_graph"]["graphs"]] == [1, 1]
+    # a tensor subclass calling fp4_quantize in __torch_dispatch__: AOTAutograd traces it into the op
+    assert [len(g) for g in result["subclass"]["graphs"]] == [1]
+    # FlashInfer's own flashinfer::fp4_quantize (0.6.12+) calls the patched wrapper in its body
+    assert result["upstream_op"].get("absent", False) is (version == "0.6.0")
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
+def test_a_clone_runs_its_own_code_as_unpatched(tmp_path_factory, version: str) -> None:
+    """A clone with its own globals runs its own body: its swapped kernel module eagerly (also with the
+    flag set), the same Dynamo error under fullgraph as the unpatched clone, and no fp4patch op when
+    exported: the unpatched release's clone, in the same child, gives the same answers."""
+    patched = run(applied_site(version, tmp_path_factory), version, ["clone"])["clone"]
+    pristine = run(release_site(version, tmp_path_factory, bytecode=True), version, ["clone"])["clone"]
+    assert patched["ok"] and pristine["ok"], (patched, pristine)
+    assert patched["eager_swapped"] == 2 and patched["eager_kernels"] == 0, patched
+    assert patched["compiled_error"] and patched["compiled_error"] == pristine["compiled_error"], (patched, pristine)
+    assert patched["exported_ops"] == [] and patched["exported_swapped"] == 1, patched
+    assert {k: v for k, v in patched.items() if k != "tb"} == {k: v for k, v in pristine.items() if k != "tb"}
+
+
+def test_with_flashinfer_api_logging_on(tmp_path_factory) -> None:
+    """``FLASHINFER_LOGLEVEL=1``: ``fp4_quantize`` is decorated by ``@flashinfer_api``'s logging wrapper,
+    which Dynamo cannot trace; Dynamo traces the block's copy in place of every layer, eager calls log."""
+    env = {"FLASHINFER_LOGLEVEL": "1", "FLASHINFER_LOGDEST": "stderr"}
+    scenarios = ["flag_set", "compiled", "export_nonstrict", "engine_op", "clone"]
+    result = run(applied_site("0.7.4", tmp_path_factory), "0.7.4", scenarios, env=env)
+    assert_kernel_once_per_call(result, scenarios)
+    assert [len(g) for g in result["compiled"]["graphs"]] == [1, 1]
+    assert result["clone"]["compiled_error"] and result["clone"]["exported_ops"] == []
+
+
+def test_without_substitute_in_graph_the_body_redirects(tmp_path_factory) -> None:
+    """torch < 2.5 (no ``torch.compiler.substitute_in_graph``): Dynamo traces ``fp4_quantize``'s own body,
+    entered through the block's wrapper of the logging decorator, and its redirect fires there; real calls
+    made while the flag is set still run the kernel once. (A clone is redirected there too: torch < 2.5
+    gives no way to tell it from the module's function while Dynamo traces.)"""
+    env = {"FLASHINFER_LOGLEVEL": "1", "FLASHINFER_LOGDEST": "stderr"}
+    scenarios = ["eager", "flag_set", "thread", "compiled", "export_nonstrict", "engine_op"]
+    result = run(applied_site("0.7.4", tmp_path_factory), "0.7.4", scenarios, remove=("torch.compiler.substitute_in_graph",), env=env)
+    assert_kernel_once_per_call(result, scenarios)
+    assert [len(g) for g in result["compiled"]["graphs"]] == [1, 1]
+    assert all(op.startswith(OP_PREFIX) for g in result["compiled"]["graphs"] for op in g)
