@@ -286,7 +286,10 @@ def _wheel_releases() -> list[str]:
 def test_every_wheel_release_passes_the_fake_check_on_its_own_targets(version: str, tmp_path_factory) -> None:
     """On every wheel release (``make test-eras``), each op with a case grid passes the product's check
     on the release's own target: a grid or stub gap there would refuse a release fp4patch does not know
-    for nothing (0.7.2's Cake launcher, imported by the kernel entry, was one)."""
+    for nothing (0.7.2's Cake launcher, imported by the kernel entry, was one; 0.6.15.post1's CuTe DSL
+    availability check under ``backend="auto"`` another). The cases a grid declares out of the CPU's
+    reach (``unchecked`` with its reason, ``kernel_outputs`` of TRT-LLM-Gen's unfinalized MoE outputs)
+    may stay unchecked; every other case must be compared and agree."""
     from fp4patch.states import APPLIED
 
     site = applied_site(version, tmp_path_factory)
@@ -305,5 +308,10 @@ def test_every_wheel_release_passes_the_fake_check_on_its_own_targets(version: s
     if not requests:
         pytest.skip(f"no op with a case grid is applied on {version}")
     results = run_fake_check(from_site_packages(site), site, requests)
-    bad = {f: r for f, r in results.items() if not r.ok}
-    assert not bad, f"{version}: " + "; ".join(f"{f}: {r.error or r.failures[:2] or r.unchecked[:2] or r.not_visible[:2]}" for f, r in bad.items())
+    bad = {
+        f: r.error or r.failures[:2] or [n for n in r.not_visible if n not in r.reasons][:2] or [u for u in r.unchecked if ": " not in u][:2]
+        for f, r in results.items()
+    }
+    bad = {f: why for f, why in bad.items() if why}
+    assert not bad, f"{version}: " + "; ".join(f"{f}: {why}" for f, why in bad.items())
+    assert all(r.compared for r in results.values()), {f: r.cases for f, r in results.items() if not r.compared}
