@@ -34,9 +34,6 @@ from .custom_op import CustomOpTarget, Rendered, render
 #: bump when the entry format changes
 FORMAT = "fp4patch-op-cache-3"
 
-_renderer_hash: str | None = None
-
-
 def cache_dir() -> Path:
     """The cache folder: ``$FP4PATCH_OP_CACHE``, else ``~/.cache/fp4patch/ops``."""
     return Path(os.environ.get("FP4PATCH_OP_CACHE") or Path.home() / ".cache" / "fp4patch" / "ops")
@@ -47,21 +44,32 @@ def enabled() -> bool:
     return os.environ.get("FP4PATCH_NO_OP_CACHE", "") in ("", "0")
 
 
+def _hash_renderer() -> str:
+    """The sha256 (hex) of the renderer's and block indexer's source and the libcst and Python versions.
+
+    Read when this module is imported, right after the modules themselves: a process that imported
+    fp4patch and then sees its files replaced (an upgrade or a checkout under a long-running process)
+    must not file what its old code renders under the new code's key, which every later process would
+    read as its own (it did: a test process that outlived a merge cached the old bmm_fp8 block)."""
+    import libcst
+
+    from .operations import append_to_module, base
+
+    # the block and redirect come from custom_op.py; block_index from statement_key (base.py) and
+    # _shape (append_to_module.py): an fp4patch that computes any of them otherwise reads other entries
+    code = b"\0".join(Path(m.__file__).read_bytes() for m in (custom_op, base, append_to_module))
+    version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
+    return hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
+
+
+_renderer_hash: str = _hash_renderer()
+
+
 def key(target: CustomOpTarget) -> str:
     """The sha256 (hex) naming ``target``'s entry: the renderer's source (``custom_op.py``) and the
-    block indexer's (``operations/base.py``, ``operations/append_to_module.py``), the libcst and
-    Python versions, and every field of ``target`` (a change to any of them is a different entry)."""
-    global _renderer_hash
-    if _renderer_hash is None:
-        import libcst
-
-        from .operations import append_to_module, base
-
-        # the block and redirect come from custom_op.py; block_index from statement_key (base.py) and
-        # _shape (append_to_module.py): an fp4patch that computes any of them otherwise reads other entries
-        code = b"\0".join(Path(m.__file__).read_bytes() for m in (custom_op, base, append_to_module))
-        version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
-        _renderer_hash = hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
+    block indexer's (``operations/base.py``, ``operations/append_to_module.py``) as read when this
+    module was imported, the libcst and Python versions, and every field of ``target`` (a change to any
+    of them is a different entry)."""
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
     text = json.dumps([FORMAT, _renderer_hash, fields], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

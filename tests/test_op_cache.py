@@ -149,22 +149,34 @@ def test_errors_are_not_cached(cache: Path) -> None:
 
 def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = op_cache.key(TARGETS[0])
-    monkeypatch.setattr(op_cache, "_renderer_hash", None)
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
+    monkeypatch.setattr(op_cache, "_renderer_hash", op_cache._hash_renderer())
     assert op_cache.key(TARGETS[0]) != before
     assert os.environ["FP4PATCH_OP_CACHE"] == str(cache)
 
 
+def test_files_replaced_under_a_running_process_do_not_change_its_key(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the code this process runs is what it imported: files edited after that (an upgrade, a checkout or
+    # merge under a long test run) must not give its renderings the new code's key
+    import importlib
+
+    before = op_cache.key(TARGETS[0])
+    importlib.reload(op_cache)  # as a fresh process imports it: nothing rendered yet
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
+    assert op_cache.key(TARGETS[0]) == before
+
 
 def _key_under_edited(monkeypatch: pytest.MonkeyPatch, name: str, target) -> str:
     """``target``'s key as an fp4patch whose ``name`` (a module file's name) differs would compute it."""
-    monkeypatch.setattr(op_cache, "_renderer_hash", None)
     real = Path.read_bytes
+    saved = op_cache._renderer_hash
     with monkeypatch.context() as edit:
         edit.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == name else real(self))
+        edit.setattr(op_cache, "_renderer_hash", op_cache._hash_renderer())
         key = op_cache.key(target)
-    monkeypatch.setattr(op_cache, "_renderer_hash", None)
+    assert op_cache._renderer_hash == saved
     return key
 
 
