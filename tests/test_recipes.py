@@ -104,7 +104,10 @@ def test_docker_context_of_this_checkout_stays_small() -> None:
     sent = context_files(REPO)
     assert sent <= wheel_sources(REPO) | {".dockerignore", DOCKERFILE_IN_CONTEXT}, sorted(sent - wheel_sources(REPO))
     size = sum((REPO / p).stat().st_size for p in sent)
-    assert size < 2_000_000, f"build context {size} bytes"
+    # what is sent is the wheel's own sources (asserted above); most of it is patches/, whose specs carry
+    # a before/after case per release era with the whole rendered op block (2.3 MB on 2026-12-01): the
+    # bound catches a cache or venv slipping past .dockerignore, which is tens of MB
+    assert size < 4_000_000, f"build context {size} bytes"
 
 
 def dockerfile_stage(path: Path, stage: str) -> tuple[list[str], dict[str, str]]:
