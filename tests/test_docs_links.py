@@ -66,7 +66,7 @@ def broken_links(page: Path) -> list[str]:
     for number, line in prose_lines(page.read_text(encoding="utf-8")):
         for match in LINK.finditer(INLINE_CODE.sub("", line)):
             target = match[1]
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("//"):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("//"):
                 continue  # https:, mailto: ...
             where = f"{page.relative_to(REPO)}:{number}: {target}"
             path, _, anchor = target.partition("#")
