@@ -68,7 +68,7 @@ lint: $(VENV)/.installed
 	$(PY) -m compileall -q fp4patch
 
 # Speed and memory of the CLI on flashinfer-python 0.7.4 against grep/sed/patch; writes
-# benchmarks/results/cli.json and prints the README table. Then `import flashinfer`, patched against
+# benchmarks/results/cli.json and prints the table of docs/benchmarks.md. Then `import flashinfer`, patched against
 # pristine on 0.6.0 and 0.7.4 (CPU time, peak memory, alternating fresh processes): benchmarks/results/import.json.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)

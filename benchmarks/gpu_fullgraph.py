@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """H200 benchmark of fp4patch's fullgraph specs on the part of the FP4 path that sm90 runs.
 
-Run on the GPU machine (see README "GPU results"); it drives several processes per FlashInfer copy:
+Run on the GPU machine (see docs/gpu-results.md); it drives several processes per FlashInfer copy:
 
     python benchmarks/gpu_fullgraph.py orchestrate --unpatched DIR --patched DIR --out FILE.json
 

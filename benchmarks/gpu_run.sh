@@ -9,7 +9,7 @@
 #   3. with OPCHECK=1, `fp4patch verify --opcheck` -> OUTDIR/opcheck.json (first calls JIT-build FlashInfer's
 #      modules into ~/.cache/flashinfer, shared by both copies: minutes on a fresh machine).
 # Carried: .whl/ with flashinfer_python-<V>-py3-none-any.whl, apache-tvm-ffi, libcst and
-# nvidia-cudnn-frontend wheels for the machine's Python (see README "GPU results").
+# nvidia-cudnn-frontend wheels for the machine's Python (see docs/gpu-results.md).
 # Usage: bash benchmarks/gpu_run.sh OUTDIR [ROUNDS]
 #   IMPORT_ROUNDS (default 11), DEADLINE (default 560 s: one call of at most 600 s), OPCHECK=1, CHECKS=1
 #   (the per-call arms with the redirect check swapped).

@@ -2,11 +2,11 @@
 
 Every case runs the command line (``python -m fp4patch``) and checks the whole contract of a
 refusal: stderr is exactly one non-empty line ``fp4patch: error: ...`` that names the file or
-thing at fault (and, where there is one, what to do), the exit code is the one the README gives
+thing at fault (and, where there is one, what to do), the exit code is the one docs/states-and-exit-codes.md gives
 for that class (1 check failed, 2 usage/environment, 3 file system), and the site-packages is
 byte for byte what it was before (``snapshot``; the state directory included).
 
-The README's "Bad input, by class" table lists each kind once; keep the two in step.
+The "Bad input, by class" table of docs/states-and-exit-codes.md lists each kind once; keep the two in step.
 """
 
 from __future__ import annotations

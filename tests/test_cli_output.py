@@ -1,5 +1,5 @@
 """Issue 11, the command line: help text, conflicting output options, what `revert --spec` and
-`--format github` say, the plain aligned form in logs, README and behaviour in agreement,
+`--format github` say, the plain aligned form in logs, docs and behaviour in agreement,
 `new` following re-exports, and `verify --against` on an sdist-only release from a fresh venv."""
 
 from __future__ import annotations
@@ -267,9 +267,9 @@ def test_revert_of_a_spec_not_applied_names_applied_and_idle_records_apart(site_
     assert set(found[2].split(", ")) == {i for i, state in specs.items() if state == "not-needed"}
 
 
-def test_revert_spec_with_nothing_applied_is_a_usage_error_as_the_readme_says(site_060: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    usage_row = next(line for line in readme.splitlines() if line.startswith("| usage | 2 |"))
+def test_revert_spec_with_nothing_applied_is_a_usage_error_as_the_docs_say(site_060: Path) -> None:
+    page = (REPO / "docs" / "states-and-exit-codes.md").read_text()  # "Bad input, by class"
+    usage_row = next(line for line in page.splitlines() if line.startswith("| usage | 2 |"))
     assert "`revert --spec` of a spec not applied" in usage_row
     before = snapshot(site_060)
     done = run_cli("revert", "--spec", CUDA, *sp(site_060))
@@ -307,10 +307,10 @@ def test_trace_cases_in_a_log_are_aligned_lines(capsys: pytest.CaptureFixture[st
     assert rows[1].endswith("Unsupported: Attempted to call function marked as skipped more")
 
 
-# ----------------------------------------------------------------------------- README agreement
-def test_readme_lists_the_states_verify_against_accepts() -> None:
-    readme = " ".join((REPO / "README.md").read_text().split())
-    sentence = readme[readme.index("Each selected spec must be") : readme.index("on the pristine release")]
+# ------------------------------------------------------------------------------- docs agreement
+def test_docs_list_the_states_verify_against_accepts() -> None:
+    page = " ".join((REPO / "docs" / "commands.md").read_text().split())  # "Before an upgrade: `verify --against`"
+    sentence = page[page.index("Each selected spec must be") : page.index("on the pristine release")]
     assert set(re.findall(r"`([a-z-]+)`", sentence)) == set(SATISFIED) | {APPLICABLE}
 
 

@@ -1,7 +1,7 @@
 """``fp4patch verify --opcheck`` where it can be checked without a GPU: its refusal and its op lookup.
 
 The probe's real run (``torch.library.opcheck`` of every patched op against the real kernels) needs a
-CUDA device; its H200 results are in the README ("GPU results").
+CUDA device; its H200 results are in docs/gpu-results.md.
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ def test_unknown_function_is_a_usage_error() -> None:
 
 
 def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:
-    """`fp4patch scan --function mm_fp4`, as `scan --help` and the README write it: each backend."""
+    """`fp4patch scan --function mm_fp4`, as `scan --help` and docs/commands.md write it: each backend."""
     site = applied_site("0.6.0", tmp_path_factory)
     done = run_cli("scan", "--site-packages", str(site), "--function", "mm_fp4", "--json")
     assert done.returncode == 0, done.stderr
