@@ -12,3 +12,14 @@ def tensor(*shape, dtype="bfloat16", transposed=False):
     if transposed:
         t["T"] = True
     return t
+
+
+def collector():
+    """``(cases, add)``: an empty case list and ``add(name, args, kwargs=None, kernel=None)``, which appends
+    one case to it (``kernel``: the C++ kernel's message for a call only the kernel refuses)."""
+    cases = []
+
+    def add(name, args, kwargs=None, kernel=None):
+        cases.append({"name": name, "args": args, "kwargs": kwargs or {}, "kernel": kernel})
+
+    return cases, add
