@@ -304,7 +304,9 @@ def run_trace(c, m2):
     try:
         # a ShapeEnv: the compiled graph then runs on these fake inputs, and the op's fake may need
         # a new unbacked size (the unfinalized trtllm GEMM2 rows)
-        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+        # unfinalized: the GEMM2 row count is an unbacked size, which needs capture_dynamic_output_shape_ops
+        capture = not c.get("do_finalize", True)
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), torch._dynamo.config.patch(capture_dynamic_output_shape_ops=capture):
             calls = []
             for m in (c["m"], m2):
                 kw = call_kwargs(FUNCTION, c, m=m)

@@ -23,9 +23,12 @@ and ``flashinfer/fused_moe/shared/inputs.py`` of 0.7.4:
 * ``do_finalize=True``: ``[output]``, ``[num_tokens, W]`` bf16, W = ``valid_hidden_size`` (0.7.x) or
   the unpacked hidden size (``hidden_states.shape[-1]``, times 2 for uint8-packed FP4).
 * ``do_finalize=False``: ``[gemm2_output, expert_weights, expanded_idx_to_permuted_idx]``:
-  ``gemm2_output`` is ``[R, hidden]`` bf16 with R the padded permuted row count, which depends on the
-  tile size the autotuner picks (``max_num_padded_tokens_gemm2``), so the fake gives R as a new
-  unbacked size; ``expert_weights`` is ``[num_tokens, top_k]`` with the dtype of ``routing_logits`` on
+  ``gemm2_output`` is ``[R, hidden]`` bf16 with R the padded permuted row count the launcher allocates,
+  ``max(tile * getMaxNumCtasInBatchDim(M, top_k', E', tile), maybeGetMinTokenCount(...))``
+  (``max_num_padded_tokens_gemm2``), whose ``tile`` is the autotuner's tactic or the launcher's default
+  for M, chosen when the call runs: no formula of the input sizes gives R, so the fake gives it as a new
+  unbacked size (``_launcher_rows``), which under torch.compile needs
+  ``torch._dynamo.config.capture_dynamic_output_shape_ops`` (else fp4patch's one-line error); ``expert_weights`` is ``[num_tokens, top_k]`` with the dtype of ``routing_logits`` on
   releases where ``RELEASE["weights_follow_logits"]`` (0.6.0), bf16 otherwise;
   ``expanded_idx_to_permuted_idx`` is ``[num_tokens * (top_k + num_fused_shared_experts)]`` int32.
 
@@ -37,7 +40,7 @@ from typing import List, Optional
 
 import torch
 
-from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _trtllm_fp4_moe_params
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _launcher_rows, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
@@ -106,7 +109,7 @@ def fake(**OP_PARAMS):
         if output is not None:
             return []
         return [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
-    rows = torch.library.get_ctx().new_dynamic_size()
+    rows = _launcher_rows("trtllm_fp4_block_scale_moe(do_finalize=False)", "gemm2_output")
     weights_dtype = routing_logits.dtype if RELEASE["weights_follow_logits"] else torch.bfloat16
     experts_per_token = top_k + (num_fused_shared_experts or 0)
     return [

@@ -27,8 +27,9 @@ Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_o
   hidden size); with ``gemm1_lora_delta`` (0.7.x) also ``expanded_idx_to_permuted_idx`` and the GEMM1
   output ``[R1, intermediate_size]`` bf16 (R1 routing-dependent: a new unbacked size; from the 0.7.4
   fake, not checked against C++).
-* ``do_finalize=False``: ``[gemm2_output [R, hidden] bf16 (R: unbacked, depends on the tile the
-  autotuner picks), expert_weights [num_tokens, top_k'] bf16, expanded_idx_to_permuted_idx
+* ``do_finalize=False``: ``[gemm2_output [R, hidden] bf16 (R: unbacked, from the tile chosen when the
+  call runs; under torch.compile only with ``capture_dynamic_output_shape_ops``, as R1 above, see
+  ``_launcher_rows``), expert_weights [num_tokens, top_k'] bf16, expanded_idx_to_permuted_idx
   [num_tokens * top_k'] int32]`` with top_k' = top_k + num_fused_shared_experts.
 
 Rejected like the wrapper (same class and message): an ``output`` of the wrong dtype, row count or
@@ -38,7 +39,7 @@ from typing import List, Optional
 
 import torch
 
-from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _trtllm_fp4_moe_params
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _launcher_rows, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
@@ -130,11 +131,13 @@ def fake(**OP_PARAMS):
     expanded = hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32)
     lora = []
     if gemm1_lora_delta is not None:
-        lora = [hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), intermediate_size), dtype=torch.bfloat16)]
+        rows = _launcher_rows("trtllm_fp4_block_scale_routed_moe(gemm1_lora_delta=...)", "the GEMM1 output")
+        lora = [hidden_states.new_empty((rows, intermediate_size), dtype=torch.bfloat16)]
     if do_finalize:
         finalized = [] if output is not None else [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
         return finalized + ([expanded] + lora if lora else [])
-    gemm2 = hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), hidden), dtype=torch.bfloat16)
+    rows = _launcher_rows("trtllm_fp4_block_scale_routed_moe(do_finalize=False)", "gemm2_output")
+    gemm2 = hidden_states.new_empty((rows, hidden), dtype=torch.bfloat16)
     if _caller_weights(topk_ids) is not None:
         return [gemm2, expanded] + lora
     weights = hidden_states.new_empty((num_tokens, experts_per_token), dtype=torch.bfloat16)
