@@ -371,7 +371,9 @@ def run_dynamic(c, kind, token_counts, capture):
         with oblivious, torch._dynamo.config.patch(capture_dynamic_output_shape_ops=capture):
             calls = []
             for m in token_counts:
-                kw = call_kwargs(FUNCTION, c, m=m)
+                kw = call_kwargs(FUNCTION, dict(c, tune=None), m=m)
+                if c.get("tune") == "pow2":  # an engine's tuning bucket, an int argument that changes with M
+                    kw["tune_max_num_tokens"] = 1 << max(m - 1, 0).bit_length()
                 for name, t in kw.items():
                     for x in t if isinstance(t, tuple) else (t,):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):

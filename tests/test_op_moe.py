@@ -334,11 +334,12 @@ def dynamic_cases(function: str) -> list[dict]:
     activations with their linear block scales, the finalized ``[0]``), a caller ``output=`` (SGLang),
     SGLang's and TensorRT-LLM's deferred finalize (``do_finalize=False``, float32 DeepSeek-style logits),
     the routed form with packed ids and with the 0.7.x ``(ids, weights)`` pair; vLLM's CUTLASS NVFP4 MoE
-    (``cutlass_fused_moe`` with packed FP4 weights and a bf16 or caller-given output)."""
+    (``cutlass_fused_moe`` with packed FP4 weights and a bf16 or caller-given output). ``tune="pow2"``: the
+    call also passes ``tune_max_num_tokens`` = the next power of two of M, a new int per bucket."""
     if function == "cutlass_fused_moe":
-        return [dict(SHAPE, act="nvfp4", out_dtype="bfloat16"), dict(SHAPE, act="nvfp4", out_dtype="bfloat16", output="given")]
+        return [dict(SHAPE, act="nvfp4", out_dtype="bfloat16", tune="pow2"), dict(SHAPE, act="nvfp4", out_dtype="bfloat16", output="given")]
     cases = [
-        dict(SHAPE, do_finalize=True, act="nvfp4", logits_dtype="bfloat16"),
+        dict(SHAPE, do_finalize=True, act="nvfp4", logits_dtype="bfloat16", tune="pow2"),
         dict(SHAPE, do_finalize=True, act="nvfp4", logits_dtype="bfloat16", output="given"),
         dict(SHAPE, do_finalize=False, act="nvfp4", logits_dtype="float32"),
     ]
