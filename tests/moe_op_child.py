@@ -338,7 +338,8 @@ def run_dynamic(c, kind, token_counts, capture):
     """Compile ``f(kw) -> WRAPPER(**kw)`` once (``fullgraph=True``, a graph-recording backend that runs the
     graph under FakeTensorMode) and call it at each of ``token_counts``, the token dimension of every
     input in ``TOKEN_DIM`` marked per ``kind`` ("backed": ``mark_dynamic``; "oblivious": the same under
-    ``backed_size_oblivious``; "unbacked": ``mark_unbacked``) on each call; ``capture``: the value of
+    ``backed_size_oblivious``; "unbacked": ``mark_unbacked``; "aot": ``mark_dynamic``, the graph then through
+    AOTAutograd, which functionalizes the op's mutations as Inductor does) on each call; ``capture``: the value of
     ``capture_dynamic_output_shape_ops``. Returns the graphs and frames compiled, the traced outputs'
     metadata (symbolic), each call's outputs, or the error (class and first line)."""
     import contextlib
@@ -358,11 +359,25 @@ def run_dynamic(c, kind, token_counts, capture):
 
         return run
 
+    def aot(gm, example_inputs):  # Dynamo's graph through AOTAutograd (functionalization), as Inductor takes it
+        from torch._dynamo.backends.common import aot_autograd
+
+        graphs.append(gm)
+
+        def forward(fw, fw_inputs):
+            def run(*args):
+                with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+                    return fw(*args)
+
+            return run
+
+        return aot_autograd(fw_compiler=forward)(gm, example_inputs)
+
     def f(kw):
         return WRAPPER(**kw)
 
     rec = {"case": c, "kind": kind, "token_counts": token_counts, "capture": capture}
-    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    compiled = torch.compile(f, fullgraph=True, backend=aot if kind == "aot" else backend)
     cuda_tensor = ko.cuda_tensor
     ko.cuda_tensor = lambda shape, dtype, stride=None: torch.empty_strided(
         shape, stride if stride is not None else torch.empty(shape, device="meta").stride(), dtype=dtype, device="meta")

@@ -66,6 +66,15 @@ def _unpacked_hidden(hidden_states):
     return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
 
 
+def _four(tensors, like):
+    """The op's outputs as its schema returns them: four tensors, the wrapper's (at most four) then empty
+    ones of ``like``. A mutable custom op returning ``List[Tensor]`` cannot be auto-functionalized (torch's
+    ``can_auto_functionalize``: "Not yet supported: List[Tensor] return"), so AOTAutograd and Inductor
+    refused these ops; a fixed tuple can be. ``entry`` keeps the first ones, as many as the call returns."""
+    tensors = list(tensors)
+    return tuple(tensors + [like.new_empty((0,)) for _ in range(4 - len(tensors))])
+
+
 def _launcher_rows(function, output):
     """A new unbacked size: the row count of ``output``, a permuted-layout tensor the TRT-LLM-Gen launcher
     allocates in C++ (``csrc/trtllm_fused_moe_kernel_launcher.cu`` of 0.6.0 and 0.7.4: ``gemm2_output`` is
