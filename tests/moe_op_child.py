@@ -19,6 +19,14 @@ Default mode, for one FlashInfer release and the three MoE functions:
 Mode "trace": the installed (patched or not) public function under ``torch.compile(fullgraph=True)``, the
 patched eager call, and the op body's forwarding by name.
 
+Mode "dynamic": the installed patched public function under ``torch.compile(fullgraph=True)`` with the token
+dimension of every token-indexed input marked dynamic (``mark_dynamic``; also under ``backed_size_oblivious``,
+vLLM's mode, where M=1 shares the graph) or unbacked (``mark_unbacked``), called over several token counts
+(:func:`run_dynamic`). The inputs are meta tensors, not fake ones, so that Dynamo makes its own ShapeEnv as
+it does for real inputs (an input that is already fake keeps its own, and Dynamo specialises a
+``mark_unbacked`` dimension of it), and ``torch._dynamo.config.capture_dynamic_output_shape_ops`` is as the
+case says.
+
 The calls are built by the grids' own builders (``grids/_moe.py``: ``trtllm_kwargs``, ``cutlass_kwargs``,
 with a symbolic M where needed) and the probe's ``build``. The op block is the one ``fp4patch apply``
 appends to ``flashinfer/fused_moe/core.py`` (rendered by the parent test from the spec target), run in
@@ -45,7 +53,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 MARK = "FP4PATCH-CHILD-RESULT "
 P = json.loads(sys.argv[1])
 VERSION = Version(P["version"])
-TRACE = P.get("mode") == "trace"
+TRACE = P.get("mode") in ("trace", "dynamic")  # both run the installed public functions with the trace stand-ins
 
 
 def _load(path, name):
@@ -304,7 +312,9 @@ def run_trace(c, m2):
     try:
         # a ShapeEnv: the compiled graph then runs on these fake inputs, and the op's fake may need
         # a new unbacked size (the unfinalized trtllm GEMM2 rows)
-        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+        # unfinalized: the GEMM2 row count is an unbacked size, which needs capture_dynamic_output_shape_ops
+        capture = not c.get("do_finalize", True)
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), torch._dynamo.config.patch(capture_dynamic_output_shape_ops=capture):
             calls = []
             for m in (c["m"], m2):
                 kw = call_kwargs(FUNCTION, c, m=m)
@@ -321,6 +331,87 @@ def run_trace(c, m2):
         rec["tb"] = traceback.format_exc()[-3000:]
     rec["graphs"] = len(graphs)
     rec["ops"] = [n for gm in graphs for n in _custom_op_nodes(gm)]
+    return rec
+
+
+def run_dynamic(c, kind, token_counts, capture):
+    """Compile ``f(kw) -> WRAPPER(**kw)`` once (``fullgraph=True``, a graph-recording backend that runs the
+    graph under FakeTensorMode) and call it at each of ``token_counts``, the token dimension of every
+    input in ``TOKEN_DIM`` marked per ``kind`` ("backed": ``mark_dynamic``; "oblivious": the same under
+    ``backed_size_oblivious``; "unbacked": ``mark_unbacked``; "aot": ``mark_dynamic``, the graph then through
+    AOTAutograd, which functionalizes the op's mutations as Inductor does) on each call; ``capture``: the value of
+    ``capture_dynamic_output_shape_ops``. Returns the graphs and frames compiled, the traced outputs'
+    metadata (symbolic), each call's outputs, or the error (class and first line)."""
+    import contextlib
+
+    from fp4patch.trace_probe import _custom_op_nodes
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+
+        def run(*args):  # the outputs' shapes for these sizes, from the op's fake (the kernel never runs)
+            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+                return gm(*args)
+
+        return run
+
+    def aot(gm, example_inputs):  # Dynamo's graph through AOTAutograd (functionalization), as Inductor takes it
+        from torch._dynamo.backends.common import aot_autograd
+
+        graphs.append(gm)
+
+        def forward(fw, fw_inputs):
+            def run(*args):
+                with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+                    return fw(*args)
+
+            return run
+
+        return aot_autograd(fw_compiler=forward)(gm, example_inputs)
+
+    def f(kw):
+        return WRAPPER(**kw)
+
+    rec = {"case": c, "kind": kind, "token_counts": token_counts, "capture": capture}
+    compiled = torch.compile(f, fullgraph=True, backend=aot if kind == "aot" else backend)
+    cuda_tensor = ko.cuda_tensor
+    ko.cuda_tensor = lambda shape, dtype, stride=None: torch.empty_strided(
+        shape, stride if stride is not None else torch.empty(shape, device="meta").stride(), dtype=dtype, device="meta")
+    oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) if kind == "oblivious" else contextlib.nullcontext()
+    try:
+        with oblivious, torch._dynamo.config.patch(capture_dynamic_output_shape_ops=capture):
+            calls = []
+            for m in token_counts:
+                kw = call_kwargs(FUNCTION, dict(c, tune=None), m=m)
+                if c.get("tune") == "pow2":  # an engine's tuning bucket, an int argument that changes with M
+                    kw["tune_max_num_tokens"] = 1 << max(m - 1, 0).bit_length()
+                for name, t in kw.items():
+                    for x in t if isinstance(t, tuple) else (t,):
+                        if name in TOKEN_DIM and isinstance(x, torch.Tensor):
+                            if kind == "unbacked":
+                                torch._dynamo.decorators.mark_unbacked(x, 0)
+                            else:
+                                torch._dynamo.mark_dynamic(x, 0)
+                calls.append([meta(t) for t in compiled(kw)])
+        rec["outputs"] = calls
+    except Exception as e:  # noqa: BLE001
+        rec["error"] = _error(e)
+        rec["tb"] = traceback.format_exc()[-3000:]
+    finally:
+        ko.cuda_tensor = cuda_tensor
+    rec["graphs"] = len(graphs)
+    rec["frames"] = torch._dynamo.utils.counters["stats"]["unique_graphs"]  # frames Dynamo compiled
+    rec["ops"] = [n for gm in graphs for n in _custom_op_nodes(gm)]
+    if graphs:  # the traced graph: its tensor inputs and what the op node returns (symbolic sizes)
+        nodes = list(graphs[0].graph.nodes)
+        rec["inputs"] = {n.name: meta(n.meta["example_value"]) for n in nodes
+                         if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)}
+        rec["op_outputs"] = [meta(t) for n in nodes if n.op == "call_function" and str(n.target).startswith("fp4patch.")
+                             for t in torch.utils._pytree.tree_leaves(n.meta["example_value"]) if isinstance(t, torch.Tensor)]
     return rec
 
 
@@ -426,6 +517,13 @@ def run_forwarding():
         setattr(mod, FUNCTION, saved)
     return {"results": results, "entry_params": list(sig.parameters)}
 
+
+if P.get("mode") == "dynamic":
+    for FUNCTION, SPEC in P["functions"].items():
+        WRAPPER = getattr(mod, FUNCTION)
+        RESULT[FUNCTION] = [run_dynamic(r["case"], r["kind"], r["token_counts"], r["capture"]) for r in SPEC["runs"]]
+    print(MARK + json.dumps(RESULT))
+    sys.exit(0)
 
 if TRACE:
     for FUNCTION, SPEC in P["functions"].items():

@@ -19,12 +19,20 @@ without a caller ``output=``, the ``(ids, weights)`` form, the refusals):
   child) stands in, and the one deliberate difference is the GEMM2 row count, which depends on the tile
   the autotuner picks, so the fake gives a new unbacked size there;
 * the fake with a backed-symbolic and an unbacked token count under a ``ShapeEnv``.
+
+After ``fp4patch apply`` on 0.6.0 and 0.7.4: the public functions under ``torch.compile(fullgraph=True)``
+(one graph, one op node, the unpatched wall), and with the token dimension left free, as piecewise CUDA
+graphs and vLLM's compiled runner leave it (``mark_dynamic``, also under ``backed_size_oblivious``, and
+``mark_unbacked``): one compile over the token counts 1 (where torch does not specialise it), 8, 127, 129,
+300, each call's outputs shaped for its count; ``do_finalize=False`` only with
+``capture_dynamic_output_shape_ops``, otherwise fp4patch's one-line refusal.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -239,6 +247,20 @@ def run_trace_child(site: Path, version: str, patched: bool) -> dict:
 
 
 _traces: dict[tuple[str, bool], dict] = {}
+_sites: dict[tuple[str, bool], Path] = {}
+
+
+def trace_site(version: str, patched: bool, tmp_path_factory) -> Path:
+    """A private copy of the release (made once per worker), the three MoE specs applied when ``patched``."""
+    key = (version, patched)
+    if key not in _sites:
+        site = tmp_path_factory.mktemp(f"moe-{version}-{'patched' if patched else 'unpatched'}") / "site-packages"
+        shutil.copytree(release_site(version, tmp_path_factory, sources_only=True), site, copy_function=os.link)
+        if patched:
+            specs = [a for fn in FUNCTIONS for a in ("--spec", f"{fn.replace('_', '-')}-fullgraph")]
+            run_cli("apply", "--site-packages", str(site), *specs, check=True)
+        _sites[key] = site
+    return _sites[key]
 
 
 @pytest.fixture
@@ -248,12 +270,7 @@ def trace_result(tmp_path_factory):
     def get(version: str, patched: bool) -> dict:
         key = (version, patched)
         if key not in _traces:
-            site = tmp_path_factory.mktemp(f"moe-{version}-{'patched' if patched else 'unpatched'}") / "site-packages"
-            shutil.copytree(release_site(version, tmp_path_factory, sources_only=True), site, copy_function=os.link)
-            if patched:
-                specs = [a for fn in FUNCTIONS for a in ("--spec", f"{fn.replace('_', '-')}-fullgraph")]
-                run_cli("apply", "--site-packages", str(site), *specs, check=True)
-            _traces[key] = run_trace_child(site, version, patched)
+            _traces[key] = run_trace_child(trace_site(version, patched, tmp_path_factory), version, patched)
         return _traces[key]
 
     return get
@@ -301,3 +318,133 @@ def test_op_body_forwards_every_argument_by_name(trace_result, function: str, ve
             assert r["got"] == "<not passed>", (name, r)
         else:
             assert r["got"] == r["expected"], (name, r)
+
+
+# --------------------------------------------------------------------------- #
+# After `fp4patch apply`: the token count left free (piecewise CUDA graphs, vLLM's compiled runner)
+# --------------------------------------------------------------------------- #
+#: the token counts of each kind of symbolic M: a backed size is specialised at 0/1 by torch itself
+#: (M=1 would be a second graph), except under backed_size_oblivious (vLLM's backed-size-oblivious
+#: mode); an unbacked one covers M=1 too
+TOKEN_COUNTS = {"backed": [8, 127, 129, 300], "oblivious": [8, 1, 127, 129, 300], "unbacked": [1, 8, 127, 129, 300],
+                # backed, the graph through AOTAutograd as Inductor takes it: the op's mutations functionalized
+                "aot": [8, 129]}
+
+
+def dynamic_cases(function: str) -> list[dict]:
+    """The engines' call forms: vLLM's FlashInfer TRT-LLM-Gen NVFP4 MoE (bf16 routing logits, NVFP4
+    activations with their linear block scales, the finalized ``[0]``), a caller ``output=`` (SGLang),
+    SGLang's and TensorRT-LLM's deferred finalize (``do_finalize=False``, float32 DeepSeek-style logits),
+    the routed form with packed ids and with the 0.7.x ``(ids, weights)`` pair; vLLM's CUTLASS NVFP4 MoE
+    (``cutlass_fused_moe`` with packed FP4 weights and a bf16 or caller-given output). ``tune="pow2"``: the
+    call also passes ``tune_max_num_tokens`` = the next power of two of M, a new int per bucket."""
+    if function == "cutlass_fused_moe":
+        return [dict(SHAPE, act="nvfp4", out_dtype="bfloat16", tune="pow2"), dict(SHAPE, act="nvfp4", out_dtype="bfloat16", output="given")]
+    cases = [
+        dict(SHAPE, do_finalize=True, act="nvfp4", logits_dtype="bfloat16", tune="pow2"),
+        dict(SHAPE, do_finalize=True, act="nvfp4", logits_dtype="bfloat16", output="given"),
+        dict(SHAPE, do_finalize=False, act="nvfp4", logits_dtype="float32"),
+    ]
+    if function == "trtllm_fp4_block_scale_routed_moe":
+        cases.append(dict(SHAPE, do_finalize=False, act="nvfp4", logits_dtype="bfloat16", tuple_ids=True))
+    return cases
+
+
+def run_dynamic_child(site: Path, version: str) -> dict:
+    functions = {}
+    for fn in FUNCTIONS:
+        runs = []
+        for case in dynamic_cases(fn):
+            if fn == "trtllm_fp4_block_scale_routed_moe" and case.get("tuple_ids") and version == "0.6.0":
+                continue  # the (ids, weights) pair is from 0.6.12
+            unfinalized = case.get("do_finalize") is False
+            for kind, counts in TOKEN_COUNTS.items():
+                runs.append({"case": case, "kind": kind, "token_counts": counts, "capture": unfinalized})
+            if unfinalized:  # without torch's option: fp4patch's one-line refusal
+                runs.append({"case": case, "kind": "backed", "token_counts": TOKEN_COUNTS["backed"][:1], "capture": False})
+        functions[fn] = {"runs": runs}
+    params = {"version": version, **PATHS, "mode": "dynamic", "functions": functions}
+    return child_json(site, CHILD, params, mark=MARK)
+
+
+_dynamic: dict[str, dict] = {}
+
+
+@pytest.fixture
+def dynamic_result(tmp_path_factory):
+    """Call with a version: the dynamic child's result on the patched copy the trace tests use."""
+
+    def get(version: str) -> dict:
+        if version not in _dynamic:
+            _dynamic[version] = run_dynamic_child(trace_site(version, True, tmp_path_factory), version)
+        return _dynamic[version]
+
+    return get
+
+
+def _expected(function: str, version: str, case: dict, m: int) -> list:
+    """The outputs of one call with ``m`` tokens, as (shape, dtype); ``None`` for the GEMM2 row count."""
+    hidden, experts, top_k = SHAPE["hidden"], SHAPE["experts"], SHAPE["top_k"]
+    if function == "cutlass_fused_moe":
+        return [([m, hidden], "torch.bfloat16"), ([1], "torch.int32"), ([experts, m], "torch.float32"), ([experts], "torch.int32")]
+    if case["do_finalize"]:
+        return [([m, hidden], "torch.bfloat16")]
+    follows = function == "trtllm_fp4_block_scale_moe" and Version(version) < Version("0.6.15")
+    weights = "torch." + case["logits_dtype"] if follows else "torch.bfloat16"
+    return [([None, hidden], "torch.bfloat16"), ([m, top_k], weights), ([m * top_k], "torch.int32")]
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_patched_compiles_once_over_token_counts(dynamic_result, function: str, version: str) -> None:
+    """mark_dynamic (plain, backed-size-oblivious, and through AOTAutograd, which Inductor runs: the op's
+    mutations functionalized) and mark_unbacked on the token dimension of every token-indexed input: one
+    graph, one frame, one op node for all token counts, the token dimension
+    symbolic in the traced outputs, and each call's outputs shaped for its own count (the unfinalized
+    GEMM2 row count a fresh unbacked size, capture_dynamic_output_shape_ops on)."""
+    op_name = rendered(function, version).op_name
+    runs = [r for r in dynamic_result(version)[function] if r["capture"] or not r["case"].get("do_finalize") is False]
+    assert {r["kind"] for r in runs} == set(TOKEN_COUNTS) and len(runs) >= 2 * len(TOKEN_COUNTS)
+    for r in runs:
+        where = (r["case"], r["kind"])
+        assert "error" not in r, (where, r["error"], r.get("tb"))
+        assert r["graphs"] == 1 and r["frames"] == 1, (where, r["graphs"], r["frames"])
+        assert r["ops"] == [op_name], (where, r["ops"])
+        # the token count stays a symbol: the hidden states' first dimension in the graph, and every size of
+        # the op's outputs that is not static is that symbol (times top_k) or a fresh unbacked GEMM2 row count
+        (hidden,) = [v for k, v in r["inputs"].items() if k.endswith(("_hidden_states_", "_input_"))]
+        token = hidden[0][0]
+        assert isinstance(token, str) and re.fullmatch(r"sym:[su]\d+", token), (where, r["inputs"])
+        assert token.startswith("sym:u") == (r["kind"] == "unbacked"), (where, token)
+        symbol = token[len("sym:"):]
+        sizes = [d for shape, _stride, _dtype in r["op_outputs"] for d in shape if isinstance(d, str)]
+        assert sizes or r["case"].get("output"), (where, r["op_outputs"])
+        unfinalized = function != "cutlass_fused_moe" and not r["case"]["do_finalize"]
+        for d in sizes:
+            assert re.search(rf"\b{symbol}\b", d) or (unfinalized and re.fullmatch(r"sym:u\d+", d)), (where, d, r["op_outputs"])
+        assert len(r["outputs"]) == len(r["token_counts"])
+        for m, outputs in zip(r["token_counts"], r["outputs"]):
+            got = [(shape, dtype) for shape, _stride, dtype in outputs]
+            want = _expected(function, version, r["case"], m)
+            assert len(got) == len(want), (where, m, got)
+            for (gs, gd), (ws, wd) in zip(got, want):
+                assert gd == wd and len(gs) == len(ws), (where, m, got, want)
+                for g, w in zip(gs, ws):
+                    assert g == w if w is not None else str(g).startswith("sym:u"), (where, m, got, want)
+
+
+@pytest.mark.parametrize("version", TRACE_VERSIONS)
+@pytest.mark.parametrize("function", FUNCTIONS[:2])
+def test_unfinalized_needs_capture_dynamic_output_shape_ops(dynamic_result, function: str, version: str) -> None:
+    """do_finalize=False: gemm2_output's rows are the launcher's, from the tile chosen at run time (not a
+    formula of the input sizes), so the fake gives an unbacked size; with
+    capture_dynamic_output_shape_ops on it compiles (test above), off it fails with fp4patch's own one-line
+    message first, naming the option and CUDA-graph capture."""
+    refused = [r for r in dynamic_result(version)[function] if not r["capture"] and r["case"].get("do_finalize") is False]
+    assert refused
+    for r in refused:
+        assert r["graphs"] == 0 and "error" in r, r
+        cls, first = r["error"]
+        assert cls == "Unsupported", r["error"]
+        assert first.startswith(f"fp4patch: {function}(do_finalize=False) returns gemm2_output "), first
+        assert "torch._dynamo.config.capture_dynamic_output_shape_ops = True" in first and "CUDA-graph capture cannot hold" in first, first

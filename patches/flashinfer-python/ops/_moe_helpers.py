@@ -66,6 +66,44 @@ def _unpacked_hidden(hidden_states):
     return hidden_states.shape[-1] * 2 if hidden_states.dtype == torch.uint8 else hidden_states.shape[-1]
 
 
+def _four(tensors, like):
+    """The op's outputs as its schema returns them: four tensors, the wrapper's (at most four) then empty
+    ones of ``like``. A mutable custom op returning ``List[Tensor]`` cannot be auto-functionalized (torch's
+    ``can_auto_functionalize``: "Not yet supported: List[Tensor] return"), so AOTAutograd and Inductor
+    refused these ops; a fixed tuple can be. ``entry`` keeps the first ones, as many as the call returns."""
+    tensors = list(tensors)
+    return tuple(tensors + [like.new_empty((0,)) for _ in range(4 - len(tensors))])
+
+
+def _launcher_rows(function, output):
+    """A new unbacked size: the row count of ``output``, a permuted-layout tensor the TRT-LLM-Gen launcher
+    allocates in C++ (``csrc/trtllm_fused_moe_kernel_launcher.cu`` of 0.6.0 and 0.7.4: ``gemm2_output`` is
+    ``max(tile * getMaxNumCtasInBatchDim(M, top_k', E', tile), maybeGetMinTokenCount(...))`` rows, with
+    ``tile`` the autotuner's tactic, or ``selectDefaultTileN`` when it has none). The tile is chosen when
+    the call runs, so no formula of the input sizes gives the count.
+
+    Under torch.compile this needs ``torch._dynamo.config.capture_dynamic_output_shape_ops``: without it
+    fp4patch's own one-line error is raised (``torch._dynamo.exc.Unsupported``, so that its message is the
+    first line of the compile error under ``fullgraph=True``, and ``fullgraph=False`` breaks the graph
+    there), as it is where the fake runs without a ShapeEnv that allows such sizes (where torch would
+    raise a bare ``DynamicOutputShapeException``)."""
+    ctx = torch.library.get_ctx()
+    env = getattr(ctx, "_shape_env", None)
+    dynamo = getattr(torch, "_dynamo", None)
+    allowed = env is not None and env.allow_dynamic_output_shape_ops
+    if allowed and torch.compiler.is_compiling() and dynamo is not None:
+        allowed = bool(dynamo.config.capture_dynamic_output_shape_ops)
+    if not allowed:
+        error = getattr(getattr(dynamo, "exc", None), "Unsupported", RuntimeError)
+        raise error(
+            f"fp4patch: {function} returns {output} with a row count the C++ launcher picks when it runs "
+            "(from the tile the autotuner chose), so it compiles only with "
+            "torch._dynamo.config.capture_dynamic_output_shape_ops = True, and CUDA-graph capture cannot hold the call; "
+            "set that option, or call it outside the compiled region"
+        )
+    return ctx.new_dynamic_size()
+
+
 def _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, release):
     """The TRT-LLM-Gen FP4 MoE wrappers' checks on output / valid_hidden_size; (num_tokens, hidden, width)."""
     # Same class and message as flashinfer/fused_moe/core.py (trtllm_fp4_block_scale_moe_op) of 0.6.0 and

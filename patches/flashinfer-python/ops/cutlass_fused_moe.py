@@ -13,7 +13,9 @@ since the mutated parameters differ between releases.
 
 Outputs: the wrapper writes into ``output=`` when given and returns a list. The op declares ``output``
 (and 0.7.x's ``workspace_buffer``) mutated; as a custom op cannot return its own input, it returns the
-list without the caller's ``output`` and ``entry`` puts it back in front.
+list without the caller's ``output`` (padded to four tensors with an empty one, ``_four``: a mutable op
+returning ``List[Tensor]`` cannot be auto-functionalized for AOTAutograd / Inductor) and ``entry`` puts it
+back in front.
 
 Fake, read from ``flashinfer/fused_moe/core.py`` of 0.6.0 and 0.7.4 (the public ``cutlass_fused_moe``
 and the inner op of ``get_cutlass_fused_moe_module``): without ``min_latency_mode`` (which the wrapper
@@ -25,11 +27,11 @@ Rejected like the wrapper (same class and message): ``min_latency_mode=True``, a
 an ``output`` of the wrong shape or dtype. Checks that depend on the GPU (FP8 block scaling, SM90-only
 paths) or that the kernel makes in C++ are not mirrored; the eager body still makes them at run time.
 """
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
-from ._moe_helpers import _as_int
+from ._moe_helpers import _as_int, _four
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4). The fake is the same from 0.6.0 to 0.7.4.
@@ -59,7 +61,7 @@ def entry(**OP_PARAMS):
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
-        return [output] + fresh
+        return [output] + fresh[:3]
     return fresh
 
 
@@ -103,8 +105,8 @@ def op(
     situ_linear_beta: Optional[torch.Tensor] = None,
     backend: str = 'cutlass',
     nvfp4_4over6: int = -1,
-) -> List[torch.Tensor]:
-    """Eager body: the wrapper by keyword (enum back from int); the caller's ``output`` left out."""
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eager body: the wrapper by keyword (enum back from int); the caller's ``output`` left out, four tensors."""
     result = list(WRAPPER(
         **OP_PARAMS,
         quant_scales=quant_scales if len(quant_scales) else None,
@@ -113,8 +115,8 @@ def op(
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
-        return result[1:]
-    return result
+        return _four(result[1:], input)
+    return _four(result, input)
 
 
 def fake(**OP_PARAMS):
@@ -137,8 +139,8 @@ def fake(**OP_PARAMS):
             torch._check_with(ValueError, got == want, lambda: f"Invalid shape of output: expected {expected}, got {output.shape}")
         if output.dtype != output_dtype:
             raise ValueError(f"Invalid dtype of output: expected {output_dtype}, got {output.dtype}")
-    return fresh + [
+    return _four(fresh + [
         input.new_empty((1,), dtype=torch.int32),
         input.new_empty((experts, num_rows), dtype=torch.float32),
         input.new_empty((experts,), dtype=torch.int32),
-    ]
+    ], input)

@@ -14,7 +14,9 @@ releases.
 
 Outputs: the wrapper returns a list. A tensor of that list that is the caller's own (``output=`` when
 ``do_finalize``) cannot be returned by a custom op, so ``output`` is declared mutated, the op returns
-the list without it and ``entry`` puts the caller's tensor back in its place.
+the list without it and ``entry`` puts the caller's tensor back in its place. The op returns four
+tensors, the list padded with empty ones (``_four``): a mutable op returning ``List[Tensor]`` cannot be
+auto-functionalized, so AOTAutograd / Inductor refused it; ``entry`` keeps as many as the call returns.
 
 Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_op``) and
 ``csrc/trtllm_fused_moe_kernel_launcher.cu`` (``FP4BlockScaleLauncher``) of 0.6.0 and 0.7.4,
@@ -23,9 +25,12 @@ and ``flashinfer/fused_moe/shared/inputs.py`` of 0.7.4:
 * ``do_finalize=True``: ``[output]``, ``[num_tokens, W]`` bf16, W = ``valid_hidden_size`` (0.7.x) or
   the unpacked hidden size (``hidden_states.shape[-1]``, times 2 for uint8-packed FP4).
 * ``do_finalize=False``: ``[gemm2_output, expert_weights, expanded_idx_to_permuted_idx]``:
-  ``gemm2_output`` is ``[R, hidden]`` bf16 with R the padded permuted row count, which depends on the
-  tile size the autotuner picks (``max_num_padded_tokens_gemm2``), so the fake gives R as a new
-  unbacked size; ``expert_weights`` is ``[num_tokens, top_k]`` with the dtype of ``routing_logits`` on
+  ``gemm2_output`` is ``[R, hidden]`` bf16 with R the padded permuted row count the launcher allocates,
+  ``max(tile * getMaxNumCtasInBatchDim(M, top_k', E', tile), maybeGetMinTokenCount(...))``
+  (``max_num_padded_tokens_gemm2``), whose ``tile`` is the autotuner's tactic or the launcher's default
+  for M, chosen when the call runs: no formula of the input sizes gives R, so the fake gives it as a new
+  unbacked size (``_launcher_rows``), which under torch.compile needs
+  ``torch._dynamo.config.capture_dynamic_output_shape_ops`` (else fp4patch's one-line error); ``expert_weights`` is ``[num_tokens, top_k]`` with the dtype of ``routing_logits`` on
   releases where ``RELEASE["weights_follow_logits"]`` (0.6.0), bf16 otherwise;
   ``expanded_idx_to_permuted_idx`` is ``[num_tokens * (top_k + num_fused_shared_experts)]`` int32.
 
@@ -33,11 +38,11 @@ Rejected like the wrapper (same class and message): an ``output`` of the wrong d
 width; ``valid_hidden_size`` out of range or with ``do_finalize=False`` when it does not round up to
 the hidden size. Checks the kernel makes in C++ (TVM_FFI_ICHECK) are not mirrored.
 """
-from typing import List, Optional
+from typing import Optional, Tuple
 
 import torch
 
-from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _trtllm_fp4_moe_params
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _four, _int_or_none, _launcher_rows, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
@@ -70,9 +75,9 @@ def entry(**OP_PARAMS):
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_moe"),
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     )
-    if do_finalize and output is not None:
-        return [output] + list(fresh)
-    return list(fresh)
+    if do_finalize:  # the op's first output, or the caller's own tensor
+        return [output] if output is not None else [fresh[0]]
+    return list(fresh[:3])
 
 
 def op(
@@ -86,8 +91,8 @@ def op(
     hidden_states_scale_layout: Optional[int] = None,
     workspace_buffer: Optional[torch.Tensor] = None,
     nvfp4_4over6: int = -1,
-) -> List[torch.Tensor]:
-    """Eager body: the wrapper by keyword (enums back from int); the caller's ``output`` left out."""
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eager body: the wrapper by keyword (enums back from int); the caller's ``output`` left out, four tensors."""
     result = WRAPPER(
         **OP_PARAMS,
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
@@ -95,8 +100,8 @@ def op(
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize and output is not None:
-        return list(result[1:])
-    return list(result)
+        return _four(result[1:], hidden_states)
+    return _four(result, hidden_states)
 
 
 def fake(**OP_PARAMS):
@@ -104,13 +109,13 @@ def fake(**OP_PARAMS):
     num_tokens, hidden, width = _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, RELEASE)
     if do_finalize:
         if output is not None:
-            return []
-        return [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
-    rows = torch.library.get_ctx().new_dynamic_size()
+            return _four([], hidden_states)
+        return _four([hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)], hidden_states)
+    rows = _launcher_rows("trtllm_fp4_block_scale_moe(do_finalize=False)", "gemm2_output")
     weights_dtype = routing_logits.dtype if RELEASE["weights_follow_logits"] else torch.bfloat16
     experts_per_token = top_k + (num_fused_shared_experts or 0)
-    return [
+    return _four([
         hidden_states.new_empty((rows, hidden), dtype=torch.bfloat16),
         hidden_states.new_empty((num_tokens, experts_per_token), dtype=weights_dtype),
         hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32),
-    ]
+    ], hidden_states)

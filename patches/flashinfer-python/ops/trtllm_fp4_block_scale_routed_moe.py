@@ -17,7 +17,9 @@ releases.
 Outputs: the wrapper returns a list. Tensors of that list that are the caller's own (``output=`` when
 ``do_finalize``; the weights of the ``(ids, weights)`` form when not) cannot be returned by a custom
 op: ``output`` is declared mutated, the op returns the list without them and ``entry`` puts the
-caller's tensors back in place.
+caller's tensors back in place. The op returns four tensors, the list padded with empty ones (``_four``,
+as a mutable op returning ``List[Tensor]`` cannot be auto-functionalized for AOTAutograd / Inductor);
+``entry`` keeps as many as the call returns.
 
 Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_op``),
 ``csrc/trtllm_fused_moe_kernel_launcher.cu`` (``FP4BlockScaleLauncher``) of 0.6.0 and 0.7.4 and
@@ -27,18 +29,19 @@ Fake, read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp4_block_scale_moe_o
   hidden size); with ``gemm1_lora_delta`` (0.7.x) also ``expanded_idx_to_permuted_idx`` and the GEMM1
   output ``[R1, intermediate_size]`` bf16 (R1 routing-dependent: a new unbacked size; from the 0.7.4
   fake, not checked against C++).
-* ``do_finalize=False``: ``[gemm2_output [R, hidden] bf16 (R: unbacked, depends on the tile the
-  autotuner picks), expert_weights [num_tokens, top_k'] bf16, expanded_idx_to_permuted_idx
+* ``do_finalize=False``: ``[gemm2_output [R, hidden] bf16 (R: unbacked, from the tile chosen when the
+  call runs; under torch.compile only with ``capture_dynamic_output_shape_ops``, as R1 above, see
+  ``_launcher_rows``), expert_weights [num_tokens, top_k'] bf16, expanded_idx_to_permuted_idx
   [num_tokens * top_k'] int32]`` with top_k' = top_k + num_fused_shared_experts.
 
 Rejected like the wrapper (same class and message): an ``output`` of the wrong dtype, row count or
 width; ``valid_hidden_size`` out of range. Checks the kernel makes in C++ are not mirrored.
 """
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
-from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _int_or_none, _trtllm_fp4_moe_params
+from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _four, _int_or_none, _launcher_rows, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
@@ -75,6 +78,11 @@ def entry(**OP_PARAMS):
             "a TrtllmMoERoutingMetadataSlot cannot cross the custom-op schema; omit it under torch.compile, "
             "or call it outside the compiled region"
         )
+    lora = 2 if gemm1_lora_delta is not None else 0  # expanded_idx_to_permuted_idx and the GEMM1 output, or none
+    if do_finalize:
+        count = (0 if output is not None else 1) + lora
+    else:
+        count = (3 if isinstance(topk_ids, torch.Tensor) else 2) + lora // 2
     fresh = list(OP(
         **OP_PARAMS,
         topk_ids=[topk_ids] if isinstance(topk_ids, torch.Tensor) else list(topk_ids),
@@ -85,7 +93,7 @@ def entry(**OP_PARAMS):
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_routed_moe"),
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
         routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
-    ))
+    ))[:count]
     if do_finalize and output is not None:
         return [output] + fresh
     if not do_finalize and not isinstance(topk_ids, torch.Tensor):
@@ -104,8 +112,8 @@ def op(
     workspace_buffer: Optional[torch.Tensor] = None,
     nvfp4_4over6: int = -1,
     routing_metadata: Optional[int] = None,
-) -> List[torch.Tensor]:
-    """Eager body: the wrapper by keyword (enums and the tuple form back); the caller's tensors left out."""
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eager body: the wrapper by keyword (enums and the tuple form back); the caller's tensors left out, four tensors."""
     result = list(WRAPPER(
         **OP_PARAMS,
         topk_ids=topk_ids[0] if len(topk_ids) == 1 else (topk_ids[0], topk_ids[1]),
@@ -115,10 +123,10 @@ def op(
         routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:
-        return result[1:]
+        return _four(result[1:], hidden_states)
     if not do_finalize and _caller_weights(topk_ids) is not None:
-        return [result[0]] + result[2:]
-    return result
+        return _four([result[0]] + result[2:], hidden_states)
+    return _four(result, hidden_states)
 
 
 def fake(**OP_PARAMS):
@@ -130,12 +138,14 @@ def fake(**OP_PARAMS):
     expanded = hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32)
     lora = []
     if gemm1_lora_delta is not None:
-        lora = [hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), intermediate_size), dtype=torch.bfloat16)]
+        rows = _launcher_rows("trtllm_fp4_block_scale_routed_moe(gemm1_lora_delta=...)", "the GEMM1 output")
+        lora = [hidden_states.new_empty((rows, intermediate_size), dtype=torch.bfloat16)]
     if do_finalize:
         finalized = [] if output is not None else [hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)]
-        return finalized + ([expanded] + lora if lora else [])
-    gemm2 = hidden_states.new_empty((torch.library.get_ctx().new_dynamic_size(), hidden), dtype=torch.bfloat16)
+        return _four(finalized + ([expanded] + lora if lora else []), hidden_states)
+    rows = _launcher_rows("trtllm_fp4_block_scale_routed_moe(do_finalize=False)", "gemm2_output")
+    gemm2 = hidden_states.new_empty((rows, hidden), dtype=torch.bfloat16)
     if _caller_weights(topk_ids) is not None:
-        return [gemm2, expanded] + lora
+        return _four([gemm2, expanded] + lora, hidden_states)
     weights = hidden_states.new_empty((num_tokens, experts_per_token), dtype=torch.bfloat16)
-    return [gemm2, weights, expanded] + lora
+    return _four([gemm2, weights, expanded] + lora, hidden_states)
