@@ -120,6 +120,12 @@ def main() -> None:
     (130 for Ctrl-C, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
     try:
         _main()
+    except BrokenPipeError:  # `fp4patch verify --json | head -1`: the reader left; say nothing more
+        # what the Python docs advise (library/signal, "Note on SIGPIPE"): point stdout at devnull so the
+        # flush at exit raises no second error, and exit 1 as a write error does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
     except KeyboardInterrupt:  # before the CLI took over (imports): nothing was written
         from .interrupts import EXIT_INTERRUPTED, message, settle
 

@@ -290,3 +290,25 @@ def test_recorded_verify_through_python_matches_the_full_check(site_060: Path, t
         assert fast.returncode == 0 and not HEAVY & names
     missing = run_cli("verify", "--python", str(tmp_path / "no-python"))
     assert missing.returncode == 2 and "cannot run this interpreter" in missing.stderr
+
+
+@pytest.mark.parametrize("command", [["verify", "--json"], ["verify"], ["status", "--json"], ["diff"]])
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path_factory, command: list[str]) -> None:
+    """``fp4patch verify --json | head -1``: the pipe closes after the first line; the CLI stops quietly
+    (exit 1, nothing on stderr) instead of printing a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    site = applied_site("0.6.0", tmp_path_factory)
+    run_cli("verify", "--site-packages", str(site), check=True)  # records the verdict the fast path reads
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fp4patch", *command, "--site-packages", str(site)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, bufsize=0,
+    )
+    process.stdout.read(1)
+    process.stdout.close()  # the reader leaves before the output is written
+    stderr = process.stderr.read().decode()
+    code = process.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert code in (0, 1), (code, stderr)
