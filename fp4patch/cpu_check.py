@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import Fp4PatchError
+from .errors import EnvironmentProblem, Fp4PatchError
 from .releases import is_source
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: fr
     names = ", ".join(s.id for s in needs)
     engine.notify(
         f"{engine.dist.name} {version} is not a release fp4patch was verified on and the code of {names} differs from it; "
-        "checking on CPU before patching (the fake against the wrapper's own allocation, the fullgraph trace)"
+        "checking it on CPU in a temporary copy (the fake against the wrapper's own allocation, the fullgraph trace)"
     )
 
     def failed(spec_id: str, reason: str) -> Basis:
@@ -113,12 +113,26 @@ def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: fr
             copy.apply(selection, allow_modified=True, required=required)
         except Fp4PatchError as exc:
             return {s.id: failed(s.id, f"the selection does not apply to a copy ({exc})") for s in needs}
-        problems = _fake_problems(engine, needs, env, site)
+        try:
+            problems = _fake_problems(engine, needs, env, site)
+        except _NotRunHere as exc:
+            return {
+                s.id: replace(bases[s.id], kind=CHANGED, changes=(
+                    f"the code differs in {', '.join(bases[s.id].changes[:3]) or 'the patched code'}, and the CPU check could not run in "
+                    f"{env.python}: {exc}; run it where torch imports (`--python` an environment with torch: the CPU build "
+                    f"is enough), or leave the spec out with --skip {s.id}",
+                ))
+                for s in needs
+            }
         problems = _merge(problems, _trace_problems(needs, env, site))
     for spec in needs:
         found = problems.get(spec.id, [])
         outcome[spec.id] = failed(spec.id, "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED)
     return outcome
+
+
+class _NotRunHere(Exception):
+    """The fake check cannot run in the target interpreter (no torch there): say so, not "it failed"."""
 
 
 def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -150,6 +164,8 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path) -> dict[s
         return problems
     try:
         results = run_fake_check(env, site, requests)
+    except EnvironmentProblem as exc:  # no torch there: the check did not run, which is not a finding
+        raise _NotRunHere(str(exc)) from exc
     except Fp4PatchError as exc:
         for request in requests:
             problems[owners[request.function]].append(f"the fake check could not run ({exc})")

@@ -256,7 +256,7 @@ def test_a_change_the_fake_does_not_depend_on_is_checked_on_cpu_and_applied(tmp_
     assert status(site)["mxfp8-quantize-fullgraph"]["state"] == "needs-check"
     done = run_cli("apply", "--site-packages", str(site), "--spec", "mxfp8-quantize-fullgraph")
     assert done.returncode == 0, done.stderr
-    assert "checking on CPU before patching" in done.stderr
+    assert "checking it on CPU in a temporary copy" in done.stderr
     assert "0.7.5: mxfp8-quantize-fullgraph checked on CPU for 0.7.5 (0.7.4's target; differs in mxfp8_quantize)" in done.stdout
     report = status(site)["mxfp8-quantize-fullgraph"]
     assert report["state"] == "applied" and report["basis"]["kind"] == "checked"
@@ -302,3 +302,29 @@ def test_new_add_target_starts_a_target_from_what_changed(tmp_path: Path, tmp_pa
     listed = run_cli("new", "mxfp8-quantize-fullgraph", "--add-target", "--site-packages", str(release_site("0.7.4", tmp_path_factory, sources_only=True)),
                      "--specs-dir", str(tmp_path / "other"))
     assert listed.returncode == 2 and "is a release fp4patch knows" in listed.stderr
+
+
+@pytest.mark.slow
+def test_a_check_that_cannot_run_for_lack_of_torch_says_so_and_what_to_do(tmp_path: Path, tmp_path_factory) -> None:
+    """The CI recipe's tool venv has no torch: a release whose code differs cannot be checked there. That
+    is said as such (with the --python / --skip advice), never as a failed check of the code."""
+    import subprocess
+    import sys
+
+    site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
+    replace_in(site, "flashinfer/quantization/fp8_quantization.py", "    sf_vec_size = 32\n\n    if sf_swizzle_layout is None:",
+               "    sf_vec_size = 32\n    __import__(\"logging\").getLogger(__name__).debug(\"mxfp8_quantize %s\", tuple(input.shape))\n\n"
+               "    if sf_swizzle_layout is None:")
+    bare = tmp_path / "bare"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = bare / "bin" / "python"
+    assert subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode != 0
+    # the bare interpreter sees the relabelled site through a .pth file, as an installed FlashInfer
+    (next((bare / "lib").glob("python3*")) / "site-packages" / "flashinfer-site.pth").write_text(str(site) + "\n")
+    before = snapshot(site)
+    done = run_cli("apply", "--python", str(python), "--spec", "mxfp8-quantize-fullgraph")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the CPU check could not run in" in done.stderr and "cannot import torch" in done.stderr, done.stderr
+    assert "--skip mxfp8-quantize-fullgraph" in done.stderr and "`--python` an environment with torch" in done.stderr
+    assert "the CPU check failed" not in done.stderr
+    assert snapshot(site) == before
