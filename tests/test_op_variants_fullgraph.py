@@ -13,6 +13,7 @@ explanation.
   (``kernels/mxfp8_quantize.py:mxfp8_quantize_cute_dsl``) flattens the input to 2-D: x_q float8_e4m3fn
   ``[m, round_up(K, 32)]``, sf uint8 ``[round_up(m, 128) * round_up(K // 32, 4)]``. On 0.6.18.post1 the
   fake does not mirror that backend and refuses it.
+* ``mxfp8_quantize(batch_invariant=True)`` and ``fp4_quantize(batch_invariant=True)`` (0.7.4): refused, first line.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def test_mxfp8_cute_dsl_traces_on_0_7_4_with_the_drivers_layout(tmp_path_factory
         "3-D 8x4": ("mxfp8_quantize", [T(2, 65, 128)], {"backend": "cute-dsl", "sf_swizzle_layout": {"enum": "SfLayout.layout_8x4"}}),
         "linear, K padded": ("mxfp8_quantize", [T(8, 96, dtype="float32")], {"backend": "cute-dsl", "alignment": 128, "is_sf_swizzled_layout": False}),
         "batch_invariant": ("mxfp8_quantize", [T(8, 128)], {"batch_invariant": True}),
+        "fp4 batch_invariant": ("fp4_quantize", [T(8, 128), T(1, dtype="float32")], {"batch_invariant": True}),
     }
     got = _compile("0.7.4", tmp_path_factory, calls)
     _one_op(got["sglang"], "mxfp8_quantize")
@@ -124,6 +126,9 @@ def test_mxfp8_cute_dsl_traces_on_0_7_4_with_the_drivers_layout(tmp_path_factory
     refused = got["batch_invariant"]
     assert refused["type"] == "Unsupported", refused
     assert refused["error"].startswith("fp4patch: mxfp8_quantize(batch_invariant=True) is not supported under torch.compile on FlashInfer 0.7.4 ("), refused
+    refused = got["fp4 batch_invariant"]
+    assert refused["type"] == "Unsupported", refused
+    assert refused["error"].startswith("fp4patch: fp4_quantize(batch_invariant=True) is not supported under torch.compile on FlashInfer 0.7.4 ("), refused
 
 
 @pytest.mark.eras
