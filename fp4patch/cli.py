@@ -549,8 +549,9 @@ def scan(
         names = only
         if only:
             known = [e["name"] for e in scan_entries()]
-            # a base name (mm_fp4) selects each of its variants (mm_fp4[cutlass], mm_fp4[trtllm], ...)
-            names = [n for name in only for n in ([name] if name in known else [k for k in known if k.split("[")[0] == name] or [name])]
+            # a base name selects its entry and each of its variants (mm_fp4: mm_fp4[cutlass], mm_fp4[trtllm], ...;
+            # mxfp8_quantize: mxfp8_quantize, mxfp8_quantize[cuda], mxfp8_quantize[cute-dsl]), each once
+            names = list(dict.fromkeys(n for name in only for n in ([k for k in known if k == name or k.split("[")[0] == name] or [name])))
             unknown = [name for name in names if name not in known]
             if unknown:
                 import difflib

@@ -212,10 +212,10 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
         module = sys.modules[inspect.unwrap(fn).__module__]
         if fake is None:
             ready = getattr(module, f"_fp4patch_{function}_ready", None)
-            if ready is not None:  # the op block registers its op on first need, not at import
+            if ready is not None:  # the op is registered on first need, not at import (the entry is None until then)
                 ready()
             fake = getattr(module, f"_fp4patch_{function}_entry", None)
-            if not fake:  # None: no op block; False: this torch could not register the op
+            if not fake:  # None: not patched; False: this torch cannot register the op
                 raise CaseError(f"{module.__name__} holds no _fp4patch_{function}_entry: run fp4patch apply first (or its op could not be registered)")
         stubs = grid.stubs(oracle, recorder, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
         shape_env = None

@@ -19,12 +19,20 @@ FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
   ``flashinfer/...py:LINE`` (with that source line) where tracing stopped: the innermost frame
   inside the flashinfer package of the exception's user stack (Dynamo's ``real_stack``), else of
   its traceback;
-* ``not-present``: the installed flashinfer has no such function;
+* ``not-present``: the installed flashinfer has no such function, or (a variant) lacks a parameter
+  the variant sets (``error`` names it);
 * ``no-call``: the scan has no value for a required parameter of the installed signature.
+
+Besides each function's default call, *variants* (``name[variant]``, counted as entries of their own) make
+the calls engines make: each backend of ``fp4_quantize`` and ``mxfp8_quantize`` (SGLang's CuTe-DSL call on
+SM100), vLLM's per-token ``nvfp4_quantize``, the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
+names the parameters it sets (``variant``), which the release must have. ``mm_fp4[...]`` and
+``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
 
 Which fp4patch spec makes an entry traceable is data: ``spec`` when given, else the function's
 name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``); ``verify --trace``
-runs the entries of every such spec that is applied.
+runs the entries of every such spec that is applied, variants aside (a scan reports them; what a spec
+promises for them its own tests check).
 
 Device stubs (CPU stand-ins): those of ``trace_probe`` (capability (10, 0), device properties),
 plus ``torch.cuda.current_device`` -> 0, ``torch.cuda.device_count`` -> 1 (so FlashInfer's
@@ -226,11 +234,47 @@ def _norm_quant_args(t, torch, residual):
     return args
 
 
+def _sf_layout(name):
+    """A member of the installed FlashInfer's ``SfLayout`` (0.6.7+; read when the call is built)."""
+    return getattr(sys.modules["flashinfer"].SfLayout, name)
+
+
+def _with(args, **values):
+    """The argument pool ``args`` with ``values`` (name -> value) set: a variant's call."""
+
+    def pool(t, torch):
+        return {**args(t, torch), **{name: (lambda v=v: v() if callable(v) else v) for name, v in values.items()}}
+
+    return pool
+
+
+#: SGLang's MXFP8 activation quantization on SM100: mxfp8_quantize(x, is_sf_swizzled_layout=True, alignment=32,
+#: backend="cute-dsl", sf_swizzle_layout=SfLayout.layout_128x4)
+_SGLANG_MXFP8 = {"is_sf_swizzled_layout": True, "alignment": 32, "backend": "cute-dsl", "sf_swizzle_layout": lambda: _sf_layout("layout_128x4")}
+#: vLLM's per-token NVFP4 activation quantization: nvfp4_quantize(h, global_scale, sfLayout=SfLayout.layout_linear,
+#: per_token_activation=True)
+_VLLM_PER_TOKEN = {"sfLayout": lambda: _sf_layout("layout_linear"), "per_token_activation": True}
+
+
+def _trtllm_moe(routed):
+    return lambda t, torch: _trtllm_fp4_moe_args(t, torch, routed)
+
+
 #: The scanned entries: display name, public ``flashinfer`` function, argument pool
-#: ``args(t, torch)``, and optionally the fp4patch spec that makes it traceable.
+#: ``args(t, torch)``, optionally the fp4patch spec that makes it traceable, and for a variant the
+#: parameters it sets (``variant``: the release must have them).
 FUNCTIONS = [
     {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
+    {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
+    {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",)},
     {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
+    {
+        "name": "nvfp4_quantize[per-token]",
+        "function": "nvfp4_quantize",
+        "args": _with(_quantizer_args, **_VLLM_PER_TOKEN),
+        "spec": "fp4-quantize-fullgraph",
+        "variant": ("sfLayout", "per_token_activation"),
+    },
     {"name": "mxfp4_quantize", "function": "mxfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
     {"name": "nvfp4_batched_quantize", "function": "nvfp4_batched_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
     {"name": "scaled_fp4_grouped_quantize", "function": "scaled_fp4_grouped_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
@@ -250,6 +294,13 @@ FUNCTIONS = [
         },
     },
     {"name": "mxfp8_quantize", "function": "mxfp8_quantize", "args": _quantizer_args},
+    {"name": "mxfp8_quantize[cuda]", "function": "mxfp8_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
+    {
+        "name": "mxfp8_quantize[cute-dsl]",
+        "function": "mxfp8_quantize",
+        "args": _with(_quantizer_args, **_SGLANG_MXFP8),
+        "variant": ("backend", "sf_swizzle_layout"),
+    },
     # backend="cuda": the default "cutile" needs the cuda-tile package, which a CPU set-up lacks
     {
         "name": "mxfp8_grouped_quantize",
@@ -265,11 +316,19 @@ FUNCTIONS = [
     {"name": "mm_fp4[trtllm]", "function": "mm_fp4", "args": lambda t, torch: _mm_fp4_args(t, torch, "trtllm")},
     {"name": "mm_fp4[auto]", "function": "mm_fp4", "args": lambda t, torch: _mm_fp4_args(t, torch, "auto")},
     {"name": "bmm_fp8", "function": "bmm_fp8", "args": _bmm_fp8_args},
-    {"name": "trtllm_fp4_block_scale_moe", "function": "trtllm_fp4_block_scale_moe", "args": lambda t, torch: _trtllm_fp4_moe_args(t, torch, False)},
+    {"name": "trtllm_fp4_block_scale_moe", "function": "trtllm_fp4_block_scale_moe", "args": _trtllm_moe(False)},
     {
-        "name": "trtllm_fp4_block_scale_routed_moe",
+        "name": "trtllm_fp4_block_scale_moe[do_finalize=False]",
+        "function": "trtllm_fp4_block_scale_moe",
+        "args": _with(_trtllm_moe(False), do_finalize=False),
+        "variant": ("do_finalize",),
+    },
+    {"name": "trtllm_fp4_block_scale_routed_moe", "function": "trtllm_fp4_block_scale_routed_moe", "args": _trtllm_moe(True)},
+    {
+        "name": "trtllm_fp4_block_scale_routed_moe[do_finalize=False]",
         "function": "trtllm_fp4_block_scale_routed_moe",
-        "args": lambda t, torch: _trtllm_fp4_moe_args(t, torch, True),
+        "args": _with(_trtllm_moe(True), do_finalize=False),
+        "variant": ("do_finalize",),
     },
     {"name": "trtllm_fp8_block_scale_moe", "function": "trtllm_fp8_block_scale_moe", "args": _trtllm_fp8_moe_args},
     {"name": "cutlass_fused_moe[nvfp4]", "function": "cutlass_fused_moe", "args": _cutlass_moe_nvfp4_args},
@@ -284,8 +343,9 @@ def spec_for(entry):
 
 
 def catalog():
-    """The entries as plain data: ``[{name, function, spec}]`` (no torch needed)."""
-    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e)} for e in FUNCTIONS]
+    """The entries as plain data: ``[{name, function, spec, variant}]`` (no torch needed); ``variant``:
+    whether the entry is a variant of the function's default call (a bool)."""
+    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e), "variant": bool(e.get("variant"))} for e in FUNCTIONS]
 
 
 # --------------------------------------------------------------------------- #
@@ -364,6 +424,10 @@ def scan_one(entry, torch, flashinfer):
     except (TypeError, ValueError) as exc:
         result.update(status="no-call", error=f"no signature: {exc}")
         return result
+    lacking = [n for n in entry.get("variant", ()) if n not in parameters]
+    if lacking:  # the variant's parameters are not in this release: nothing to scan
+        result["error"] = "{} has no parameter {}".format(entry["function"], ", ".join(lacking))
+        return result
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
@@ -430,7 +494,7 @@ def describe(r):
     if r["status"] == "compiles":
         return "compiles (1 graph, ops: {})".format(", ".join(r["ops"]) or "none")
     if r["status"] == "not-present":
-        return "not present"
+        return "not present ({})".format(r["error"]) if r.get("error") else "not present"
     if r["status"] == "no-call":
         return "not scanned: {}".format(r["error"])
     text = r["error"] or "fails"

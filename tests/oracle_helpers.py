@@ -39,11 +39,10 @@ def load_op_source(path: str, module_globals: dict, release: dict | None = None,
 
 def rendered_entry(block: str, op_name: str, module: types.ModuleType, function: str) -> Any:
     """Execute the op block fp4patch renders for a release (what ``apply`` appends) in ``module``'s
-    namespace and registers the custom op ``op_name`` (the block's ``_fp4patch_<function>_ready()``: a block
-    registers nothing at import); returns ``_fp4patch_<function>_entry`` (it calls the op, whose fake runs
-    under ``FakeTensorMode``). The wrapper's own code is left as it is."""
+    namespace, which registers the custom op ``op_name``; returns ``_fp4patch_<function>_entry`` (it calls
+    the op, whose fake runs under ``FakeTensorMode``). The wrapper's own code is left as it is."""
     exec(compile(block, f"<{op_name}>", "exec", dont_inherit=True), vars(module))  # noqa: S102 - fp4patch's own op block
-    vars(module)[f"_fp4patch_{function}_ready"]()
+    vars(module)[f"_fp4patch_{function}_ready"]()  # the op is registered on first need, not when the block runs
     entry = vars(module)[f"_fp4patch_{function}_entry"]
-    assert entry is not None, f"the op block did not register {op_name}"
+    assert entry, f"the op block did not register {op_name}"
     return entry

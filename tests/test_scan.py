@@ -10,6 +10,10 @@ with fake CUDA tensors. Checked:
 * after ``fp4patch apply``, every function whose fullgraph spec is applied compiles as one graph
   with an fp4patch custom op in it (today: ``fp4_quantize``, ``nvfp4_quantize``, ``mxfp4_quantize``)
   and the others still fail with their wall named;
+* the variants (``name[variant]``: the calls engines make, each backend of ``fp4_quantize`` /
+  ``mxfp8_quantize``, per-token ``nvfp4_quantize``, the TRT-LLM-Gen MoE ops with ``do_finalize=False``)
+  are entries of their own, ``not present`` where the release lacks their parameters, and left out of
+  ``verify --trace``;
 * ``--json`` is valid against ``docs/json-schema.json``; the plain log lines are aligned;
 * ``verify --trace`` runs the scan's call of each function whose fullgraph spec is applied, and
   fails when one does not compile (a spec named ``mm-fp4-fullgraph`` that changes nothing).
@@ -42,6 +46,13 @@ SCHEMA = json.loads((REPO / "docs" / "json-schema.json").read_text())
 LOCATION = re.compile(r"^(flashinfer/.+\.py):(\d+)$")
 # Added after 0.6.0 (absent from its wheel), present in 0.7.4.
 NEW_IN_07 = {"mxfp8_grouped_quantize", "silu_and_mul_mxfp8_experts_quantize", "rmsnorm_quant", "fused_add_rmsnorm_quant"}
+# The variants of a function's default call, and those whose parameters 0.6.0 lacks (backend: 0.6.7 / 0.6.8,
+# per_token_activation: 0.6.11).
+VARIANTS = {
+    "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
+    "trtllm_fp4_block_scale_moe[do_finalize=False]", "trtllm_fp4_block_scale_routed_moe[do_finalize=False]",
+}
+VARIANTS_NOT_IN_060 = {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"}
 # The FP4-path functions of the issue (and of ../shared/fp4-path-scan.md), each at least once in the scan.
 FP4_PATH = {
     "fp4_quantize", "nvfp4_quantize", "mxfp4_quantize", "nvfp4_batched_quantize", "scaled_fp4_grouped_quantize",
@@ -77,6 +88,7 @@ def test_the_scan_covers_every_function_of_the_fp4_path() -> None:
     entries = scan_entries()
     assert {e["function"] for e in entries} >= FP4_PATH
     assert {e["name"] for e in entries} >= {"mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]", "cutlass_fused_moe[nvfp4]"}
+    assert {e["name"] for e in entries if e["variant"]} == VARIANTS
     assert len({e["name"] for e in entries}) == len(entries)
     # the spec that makes each one compile: <function-kebab>-fullgraph, except where fp4_quantize does it
     by_name = {e["name"]: e["spec"] for e in entries}
@@ -92,12 +104,16 @@ def test_unpatched_every_function_fails_with_its_wall(linked_site, version: str)
     results = payload["functions"]
     assert [r["name"] for r in results] == [e["name"] for e in scan_entries()]
     absent = NEW_IN_07 if version == "0.6.0" else set()
+    lacking = VARIANTS_NOT_IN_060 if version == "0.6.0" else set()
     for r in results:
         if r["function"] in absent:
             assert r["status"] == "not-present", r
+        elif r["name"] in lacking:  # the function is there, the variant's parameter is not
+            assert r["status"] == "not-present" and r["error"].startswith(f"{r['function']} has no parameter "), r
         else:
             assert_wall_named(site, r)
-    assert payload["counts"] == {"compiles": 0, "fails": len(results) - len(absent), "not-present": len(absent), "no-call": 0}
+    gone = {r["name"] for r in results if r["function"] in absent} | lacking
+    assert payload["counts"] == {"compiles": 0, "fails": len(results) - len(gone), "not-present": len(gone), "no-call": 0}
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
@@ -108,7 +124,12 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
     covered = set(entries_for_specs(applied))
     assert {"fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"} <= covered
     results = scan(site)["functions"]
+    variants = {r["name"]: r for r in results if r["name"] in VARIANTS}
+    assert not covered & set(variants)  # verify --trace leaves the variants out
+    check_variants_after_apply(site, version, variants)
     for r in results:
+        if r["name"] in VARIANTS:
+            continue
         if r["name"] in covered:
             assert r["status"] == "compiles" and r["passed"], r
             assert r["graphs"] == 1 and r["graph_breaks"] == 0 and r["error"] is None, r
@@ -121,6 +142,24 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
     assert len({line.index(d) for line, d in zip(lines, [r["name"] for r in results])}) == 1
     details = [line[2 + max(len(r["name"]) for r in results) + 2 :] for line in lines]
     assert details[0].startswith("compiles (1 graph, ops: fp4patch::")
+
+
+def check_variants_after_apply(site: Path, version: str, variants: dict) -> None:
+    """What the default specs give each variant on ``version``; one that fails names its wall."""
+    if version == "0.6.0":
+        compiles = set()
+        assert {n for n, r in variants.items() if r["status"] == "not-present"} == VARIANTS_NOT_IN_060
+    else:  # 0.7.4: each backend of the two quantizers traces (mxfp8's cute-dsl mirrored from issue 19)
+        compiles = {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"}
+        # per-token nvfp4_quantize: still the JIT wall (it needs its own op, issue 19)
+        assert_wall_named(site, variants["nvfp4_quantize[per-token]"])
+    for name in compiles:
+        r = variants[name]
+        assert r["status"] == "compiles" and r["graphs"] == 1 and r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r
+    for name, r in variants.items():  # reported either way (the MoE ops' do_finalize=False is the other helper's)
+        assert r["status"] in ("compiles", "fails", "not-present"), r
+        if r["status"] == "fails":
+            assert r["error"] and LOCATION.match(r["location"] or ""), r
 
 
 def test_verify_trace_fails_when_a_patched_function_does_not_compile(linked_site, tmp_path: Path) -> None:  # noqa: F811
@@ -187,6 +226,10 @@ def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:
     done = run_cli("scan", "--site-packages", str(site), "--function", "mm_fp4", "--json")
     assert done.returncode == 0, done.stderr
     assert [r["name"] for r in json.loads(done.stdout)["functions"]] == ["mm_fp4[cutlass]", "mm_fp4[trtllm]", "mm_fp4[auto]"]
+    done = run_cli("scan", "--site-packages", str(site), "--function", "mxfp8_quantize", "--function", "mxfp8_quantize[cuda]", "--json")
+    assert done.returncode == 0, done.stderr
+    # the default call and each variant, once
+    assert [r["name"] for r in json.loads(done.stdout)["functions"]] == ["mxfp8_quantize", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"]
 
 
 def test_rendering_of_each_status() -> None:

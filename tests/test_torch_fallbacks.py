@@ -23,6 +23,8 @@ torch API                                                  since  without it
                                                                   (a guard; an unbacked size raises)
 ``symbolic_shapes.sym_or``                                 2.8    not used: mm_fp4's fake writes ``a | b``, what it does
 ``torch.float4_e2m1fn_x2``                                 -      ``torch.uint8`` in mm_fp4's fake dtype check
+``torch._dynamo.exc.Unsupported``                          -      ``NotImplementedError`` with the same message in the
+                                                                  fakes' refusals (``ops/_refusal.py``)
 =========================================================  =====  ==================================================
 
 The block checks run in this process, on the 0.7.4 ``fp4_quantize`` target rendered under a name of its own
@@ -268,3 +270,21 @@ def test_mm_fp4_fake_with_per_token_alpha_on_older_torch(missing: tuple[str, ...
             assert call(4, 4) is None
         with pytest.raises(ValueError, match="alpha must be a scalar, or one scale per row"):
             call(4, 3)
+
+
+@pytest.mark.parametrize("missing", [(), ("torch._dynamo.exc.Unsupported",)], ids=["all", "no-Unsupported"])
+def test_a_refusal_without_dynamo_s_unsupported(missing: tuple[str, ...]) -> None:
+    """``_refuse`` raises Dynamo's ``Unsupported`` (re-raised as it is, so its message is the first line
+    torch.compile prints); a torch without it gets a ``NotImplementedError`` with the same one line."""
+    import torch
+    import torch._dynamo.exc
+
+    ns = _op_source_namespace("mxfp8_quantize", {})
+    x = torch.empty(8, 64, dtype=torch.bfloat16, device="meta")
+    with removed(*missing):
+        expected = torch._dynamo.exc.Unsupported if not missing else NotImplementedError
+        with pytest.raises(expected) as caught:
+            ns["fake"](x, batch_invariant=True)
+    assert type(caught.value) is expected
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith("fp4patch: mxfp8_quantize(batch_invariant=True) is not supported under torch.compile on FlashInfer "), line

@@ -6,11 +6,22 @@ from 0.6.7) hands ``input`` to the kernel entry ``mxfp8_quantize_sm100`` of
 scale factors of the layout (128x4 / 8x4 swizzled, linear) in Python. Cases: M in {0, 1, 8, 127, 129},
 swizzled and linear, 3-D fp16 input, an ``alignment`` that pads K, K = 48; where the release has them, each
 ``sf_swizzle_layout`` (``SfLayout``, 0.6.7+), each backend of the release data's ``backends`` and one it does
-not accept, ``enable_pdl=False`` and ``batch_invariant=True`` (0.7.4). The fake refuses
-``backend="cute-dsl"`` and ``batch_invariant=True`` under torch.compile (their layouts are not mirrored):
-those cases check the refusal. A backend this grid does not know is ``unchecked``. The kernel's checks of
-``alignment`` and of a non-contiguous input carry the kernel's message.
+not accept, ``enable_pdl=False`` and ``batch_invariant=True`` (0.7.4). ``backend="cute-dsl"`` where the
+release data's ``cute_dsl`` is true (0.7.4): the CuTe-DSL driver ``mxfp8_quantize_cute_dsl``
+(``flashinfer/quantization/kernels/mxfp8_quantize.py``) over M in {0, 1, 8, 127, 129} x each
+``sf_swizzle_layout`` and ``is_sf_swizzled_layout``, SGLang's SM100 call (128x4, alignment 32), 3-D and
+column-major input (it flattens and copies), fp32 / fp16 input and an fp8 one it refuses, an ``alignment``
+that pads K and one it refuses, 1-D input. Where ``cute_dsl`` is false, and for ``batch_invariant=True``, the
+fake refuses under torch.compile (their layouts are not mirrored): those cases check the refusal. A backend
+this grid does not know is ``unchecked``. The CUDA kernel's checks of ``alignment`` and of a non-contiguous
+input carry the kernel's message.
+
+:func:`stubs` makes the CuTe-DSL driver run on CPU (as ``grids/fp4_quantize.py`` does): ``cutlass`` /
+``cuda`` as stub packages where they are not installed, every ``_get_compiled_kernel*`` getter of
+``kernels.mxfp8_quantize`` a recorder call returning a no-op launch, ``is_cute_dsl_available`` True.
 """
+
+import contextlib
 
 FUNCTION = "mxfp8_quantize"
 #: the wrapper's outputs, in order (named in the fake check's messages)
@@ -18,10 +29,44 @@ OUTPUTS = ("x_q", "sf")
 #: backends whose layout the fake mirrors (the CUDA kernel; "auto" is the CUDA kernel), and those it refuses
 MIRRORED = ("auto", "cuda")
 REFUSED = ("cute-dsl",)
+#: the CuTe-DSL kernel module, relative to the wrapper's package (flashinfer/quantization/kernels/)
+CUTE_DSL_MODULE = "kernels.mxfp8_quantize"
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
 _t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+
+
+def _cute_dsl_cases(params):
+    """``backend="cute-dsl"`` calls the fake mirrors (the release data's ``cute_dsl``)."""
+    out = []
+
+    def add(name, args, kwargs=None, **extra):
+        out.append({"name": "cute-dsl " + name, "args": args, "kwargs": {"backend": "cute-dsl", **(kwargs or {})}, "kernel": None, **extra})
+
+    for m in (0, 1, 8, 127, 129):
+        add(f"M={m} K=64", [_t(m, 64)])
+        add(f"M={m} K=64 linear", [_t(m, 64)], {"is_sf_swizzled_layout": False})
+        for layout in ("layout_128x4", "layout_8x4", "layout_linear"):
+            add(f"M={m} K=64 {layout}", [_t(m, 64)], {"sf_swizzle_layout": {"enum": f"SfLayout.{layout}"}})
+    # SGLang's SM100 call: mxfp8_quantize(x, is_sf_swizzled_layout=True, alignment=32, backend="cute-dsl",
+    # sf_swizzle_layout=SfLayout.layout_128x4)
+    add("SGLang SM100 [129, 7168] 128x4", [_t(129, 7168)],
+        {"is_sf_swizzled_layout": True, "alignment": 32, "sf_swizzle_layout": {"enum": "SfLayout.layout_128x4"}})
+    add("linear layout, swizzled flag", [_t(8, 64)], {"is_sf_swizzled_layout": True, "sf_swizzle_layout": {"enum": "SfLayout.layout_linear"}})
+    add("3-D [2, 8, 7168] fp16", [_t(2, 8, 7168, dtype="float16")])
+    add("3-D [2, 65, 128] 8x4", [_t(2, 65, 128)], {"sf_swizzle_layout": {"enum": "SfLayout.layout_8x4"}})
+    add("column-major input", [_t(64, 8 * 32, transposed=True)])
+    add("fp32 input", [_t(8, 64, dtype="float32")])
+    add("fp8 input", [_t(8, 64, dtype="float8_e4m3fn")])
+    add("alignment=128 K=96", [_t(8, 96)], {"alignment": 128})
+    add("alignment=128 K=96 linear", [_t(8, 96)], {"alignment": 128, "is_sf_swizzled_layout": False})
+    add("alignment=48", [_t(8, 64)], {"alignment": 48})
+    add("K=48", [_t(8, 48)])
+    add("1-D input", [_t(64)])
+    if "enable_pdl" in params:
+        add("enable_pdl=False", [_t(8, 64)], {"enable_pdl": False})
+    return out
 
 
 def cases(params, release):
@@ -52,6 +97,8 @@ def cases(params, release):
             if backend in MIRRORED:
                 add(f"backend={backend}", [_t(8, 64)], {"backend": backend})
                 add(f"backend={backend} M=129 linear", [_t(129, 64)], {"backend": backend, "is_sf_swizzled_layout": False})
+            elif backend == "cute-dsl" and release.get("cute_dsl"):
+                out.extend(_cute_dsl_cases(params))
             elif backend in REFUSED:
                 add(f"backend={backend}", [_t(8, 64)], {"backend": backend}, refused="the fake refuses this backend under torch.compile")
             else:
@@ -60,3 +107,31 @@ def cases(params, release):
     if "batch_invariant" in params:
         add("batch_invariant=True", [_t(8, 64)], {"batch_invariant": True}, refused="the fake refuses batch_invariant under torch.compile")
     return out
+
+
+@contextlib.contextmanager
+def stubs(oracle, recorder, flashinfer):
+    """The CuTe-DSL driver's kernels as ``recorder`` launches (see the module docstring); nothing where the
+    wrapper's package has no ``kernels.mxfp8_quantize`` (before 0.6.7)."""
+    import importlib
+    import inspect
+    import os
+    import sys
+
+    module = sys.modules[inspect.unwrap(flashinfer.mxfp8_quantize).__module__]
+    package = module.__name__.rsplit(".", 1)[0]
+    # by file: importing the kernels package needs the stub packages (its __init__ imports cutlass)
+    if not os.path.exists(os.path.join(os.path.dirname(module.__file__), *CUTE_DSL_MODULE.split(".")) + ".py"):
+        yield
+        return
+    with oracle.stub_packages(("cutlass", "cuda")):
+        kernels = importlib.import_module(f"{package}.{CUTE_DSL_MODULE}")
+        getters = {}
+        for attr in vars(kernels):
+            if attr.startswith("_get_compiled_kernel"):
+                getters[f"{kernels.__name__}:{attr}"] = getattr(recorder, attr)
+                recorder.returns[attr] = lambda *args, **kwargs: (recorder.cute_dsl_kernel, 1)
+        if not getters:
+            raise AttributeError(f"{kernels.__name__}: no _get_compiled_kernel* getter to replace; the grid needs updating")
+        with oracle.replaced({"flashinfer.cute_dsl:is_cute_dsl_available": lambda: True, **getters}):
+            yield

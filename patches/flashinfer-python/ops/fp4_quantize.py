@@ -27,8 +27,9 @@ before 0.6.12, a dtype or K the drivers assert against, a non-CUDA input, NVFP4 
 or with one of more than one element, fp8 input with the ``FLASHINFER_NVFP4_4OVER6`` recipe. Not
 checked by the fake (the op raises when it runs): CuTe-DSL not installed, a GPU below SM100.
 
-Refused under compile (their layouts are not mirrored): ``batch_invariant=True`` and an
-``nvfp4_4over6`` config object. A backend the release does not have is the wrapper's ``ValueError``.
+Refused under compile (their layouts are not mirrored): ``batch_invariant=True`` (by the fake, with
+``_refuse``: a Dynamo ``Unsupported``, so fp4patch's message is the first line of the error) and an
+``nvfp4_4over6`` config object (by ``entry``). A backend the release does not have is the wrapper's ``ValueError``.
 """
 import os
 from typing import Optional, Tuple
@@ -36,6 +37,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+from ._refusal import _refuse
 
 RELEASE = {
     # 0.6.8+: swizzled sf reshaped to (-1, round_up(K // sf_vec_size, 4)); before, (-1, K // sf_vec_size)
@@ -227,11 +229,8 @@ def fake(**OP_PARAMS):
         raise NotImplementedError("sf_vec_size can only be 16 or 32")
     if batch_invariant and backend != "auto":
         raise ValueError("fp4_quantize: batch_invariant=True requires backend='auto' (got backend=%r)" % (backend,))
-    if batch_invariant:
-        raise NotImplementedError(
-            "fp4patch: fp4_quantize(batch_invariant=True) is not supported under torch.compile (its output "
-            "layout is not mirrored by the fake); call it outside the compiled region"
-        )
+    if batch_invariant:  # fp4patch's one-line error, the first line torch.compile prints (ops/_refusal.py)
+        _refuse("fp4_quantize(batch_invariant=True)", "its output layout is not mirrored by the fp4patch fake")
     if backend not in RELEASE["backends"]:
         raise ValueError(RELEASE["unknown_backend"].format(backend=backend))
     if backend == "cute-dsl":

@@ -16,18 +16,58 @@ contiguous; ``sf`` uint8 1-D of ``round_up(m, 128) * round_up(padded_K // 32, 4)
 transposed back: the kernel (``csrc/nv_internal/tensorrt_llm/thop/fp8Quantize.cpp``) requires it contiguous,
 ``alignment % 32 == 0`` and rank >= 2; the fake checks those with ``torch._check``.
 
-Refused under compile (``NotImplementedError`` from the fake, at trace time): ``backend="cute-dsl"`` (its
-CuTe-DSL kernel flattens the input to 2-D and allocates another layout, not mirrored here) and
-``batch_invariant=True`` (another kernel class). Call those outside the compiled region.
+Fake, CuTe-DSL path (``backend="cute-dsl"``, where the release data's ``cute_dsl`` is true: 0.7.4): the
+wrapper maps ``sf_swizzle_layout`` to ``is_sf_swizzled_layout = layout != linear`` and ``is_sf_8x4_layout =
+layout == 8x4`` and calls ``mxfp8_quantize_cute_dsl`` (``flashinfer/quantization/kernels/mxfp8_quantize.py``),
+which asserts the dtype (fp16 / bf16 / fp32) and ``alignment % 32 == 0``, flattens the input to 2-D ``[m, K]``
+(``m = numel // K``; a 1-D input fails to unpack) and copies it contiguous, so the outputs are float8_e4m3fn
+``[m, padded_K]`` (2-D whatever the input's rank) and the uint8 1-D scale factors of the same sizes as the
+CUDA kernel's for 128x4, 8x4 and linear.
+
+Refused under compile, with fp4patch's one-line error (``_refuse``: an ``Unsupported``, which Dynamo
+re-raises as it is, so it is the first line of the error; without ``fullgraph`` a graph break):
+``backend="cute-dsl"`` where the release data's ``cute_dsl`` is false (0.6.7-0.7.2.post1: their CuTe-DSL
+paths differ between releases and are not mirrored) and ``batch_invariant=True`` (another kernel class).
+Call those outside the compiled region.
 """
 from typing import Optional, Tuple
 
 import torch
 
+from ._refusal import _refuse
+
 # backends: what the wrapper's ``assert backend in (...)`` accepts, in its order (0.6.7-0.7.2.post1: cuda,
 # cute-dsl; 0.7.4: auto, cuda, cute-dsl); empty where the wrapper has no ``backend`` parameter (before 0.6.7).
-RELEASE = {"backends": ["auto", "cuda", "cute-dsl"]}
+# cute_dsl: whether the fake mirrors backend="cute-dsl" (0.7.4's mxfp8_quantize_cute_dsl; refused where false).
+RELEASE = {"backends": ["auto", "cuda", "cute-dsl"], "cute_dsl": True}
 MUTATES_ARGS = ()
+
+
+def _sf_size(m, padded_k, layout):
+    """The uint8 scale factors' length: 0 = 128x4, 1 = 8x4 (rows padded to 128 / 8, columns to 4), 2 = linear."""
+    if layout == 2:
+        return m * padded_k // 32
+    if layout in (0, 1):
+        row = 128 if layout == 0 else 8
+        return (m + row - 1) // row * row * ((padded_k // 32 + 3) // 4 * 4)
+    raise ValueError(f"Invalid sf_swizzle_layout value: {layout}")
+
+
+def _cute_dsl_fake(input, alignment, layout):
+    """``mxfp8_quantize_cute_dsl``'s outputs: float8_e4m3fn ``[m, padded_K]`` (the input flattened to 2-D) and the scales."""
+    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise AssertionError(f"Input dtype must be float16, bfloat16, or float32, got {input.dtype}")
+    if alignment % 32 != 0:
+        raise AssertionError("alignment must be divisible by SF_VEC_SIZE=32")
+    if input.dim() < 2:
+        raise ValueError(f"not enough values to unpack (expected 2, got {input.dim()})")
+    k = input.shape[-1]
+    m = 1
+    for d in input.shape[:-1]:
+        m = m * d
+    padded_k = (k + alignment - 1) // alignment * alignment
+    sf_size = _sf_size(m, padded_k, layout)
+    return input.new_empty((m, padded_k), dtype=torch.float8_e4m3fn), input.new_empty((sf_size,), dtype=torch.uint8)
 
 
 def entry(**OP_PARAMS):
@@ -62,19 +102,15 @@ def fake(**OP_PARAMS):
         quoted = ["'%s'" % b for b in backends]
         raise AssertionError("backend must be %s or %s, got '%s'" % (", ".join(quoted[:-1]), quoted[-1], backend))
     if batch_invariant:
-        raise NotImplementedError(
-            "fp4patch: mxfp8_quantize(batch_invariant=True) is not supported under torch.compile (its output "
-            "layout is not mirrored by the fp4patch fake); call it outside the compiled region"
-        )
-    if backend == "cute-dsl":
-        raise NotImplementedError(
-            "fp4patch: mxfp8_quantize(backend='cute-dsl') is not supported under torch.compile (only the CUDA "
-            "kernel's output layout is mirrored by the fp4patch fake); call it outside the compiled region"
-        )
+        _refuse("mxfp8_quantize(batch_invariant=True)", "its output layout is not mirrored by the fp4patch fake")
+    if backend == "cute-dsl" and not RELEASE["cute_dsl"]:  # noqa: F821
+        _refuse("mxfp8_quantize(backend='cute-dsl')", "the fp4patch fake mirrors this release's CUDA kernel only")
     if sf_swizzle_layout == -1:
         sf_swizzle_layout = 0 if is_sf_swizzled_layout else 2
     k = input.shape[-1]
     torch._check_with(AssertionError, k % 32 == 0, lambda: "")
+    if backend == "cute-dsl":
+        return _cute_dsl_fake(input, alignment, sf_swizzle_layout)
     torch._check(input.dim() >= 2, lambda: "Input should be >=2D tensor.")
     torch._check(alignment % 32 == 0, lambda: "alignment must be divisible by SF_VEC_SIZE = 32")
     torch._check(input.is_contiguous(), lambda: "input must be contiguous")
@@ -82,13 +118,7 @@ def fake(**OP_PARAMS):
     for d in input.shape[:-1]:
         m = m * d
     padded_k = (k + alignment - 1) // alignment * alignment
-    if sf_swizzle_layout == 2:
-        sf_size = m * padded_k // 32
-    elif sf_swizzle_layout in (0, 1):
-        row = 128 if sf_swizzle_layout == 0 else 8
-        sf_size = (m + row - 1) // row * row * ((padded_k // 32 + 3) // 4 * 4)
-    else:
-        raise ValueError(f"Invalid sf_swizzle_layout value: {sf_swizzle_layout}")
+    sf_size = _sf_size(m, padded_k, sf_swizzle_layout)
     x_q = input.new_empty((*input.shape[:-1], padded_k), dtype=torch.float8_e4m3fn)
     sf = input.new_empty((sf_size,), dtype=torch.uint8)
     return x_q, sf

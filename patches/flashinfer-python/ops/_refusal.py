@@ -1,0 +1,32 @@
+"""Shared helper of the op sources: fp4patch's refusal of a call whose outputs a fake does not mirror.
+
+Not an op source: the renderer (``fp4patch/custom_op.py``) copies ``_refuse`` into the rendered block of
+an op source that imports it (``from ._refusal import _refuse``), so nothing installed imports this file.
+
+Why ``torch._dynamo.exc.Unsupported``: Dynamo runs a custom op's fake inside ``get_fake_value``, which
+wraps every other exception (``NotImplementedError`` as "NotImplementedError/UnsupportedFakeTensorException
+when running FX node", any other as "RuntimeError when making fake tensor call") and puts the fake's own
+message in the middle of its explanation; an ``Unsupported`` it re-raises as it is. So under
+``torch.compile(fullgraph=True)`` the first line the user sees is fp4patch's message, and without
+``fullgraph`` it is a graph break: the call runs eagerly, outside the graph, as it would unpatched.
+"""
+
+
+def _refuse(call, why):
+    """Raise fp4patch's one-line refusal of ``call`` (e.g. ``"mxfp8_quantize(backend='x')"``) on this release.
+
+    The message starts ``fp4patch:``, names the call's value and the installed FlashInfer release and says
+    why (``why``); it is an ``Unsupported`` (``NotImplementedError`` where torch has no Dynamo).
+    """
+    import sys
+
+    release = getattr(sys.modules.get("flashinfer"), "__version__", "(version unknown)")
+    message = (
+        f"fp4patch: {call} is not supported under torch.compile on FlashInfer {release} ({why}); "
+        "call it outside the compiled region"
+    )
+    try:
+        from torch._dynamo.exc import Unsupported
+    except ImportError:  # a torch without Dynamo: nothing wraps the message
+        raise NotImplementedError(message) from None
+    raise Unsupported(message)
