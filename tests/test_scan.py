@@ -146,17 +146,19 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
 
 def check_variants_after_apply(site: Path, version: str, variants: dict) -> None:
     """What the default specs give each variant on ``version``; one that fails names its wall."""
+    # deferred finalize (SGLang, TensorRT-LLM) compiles with capture_dynamic_output_shape_ops, as engines set it
+    deferred = {"trtllm_fp4_block_scale_moe[do_finalize=False]", "trtllm_fp4_block_scale_routed_moe[do_finalize=False]"}
     if version == "0.6.0":
-        compiles = set()
+        compiles = deferred
         assert {n for n, r in variants.items() if r["status"] == "not-present"} == VARIANTS_NOT_IN_060
     else:  # 0.7.4: each backend of the two quantizers traces (mxfp8's cute-dsl mirrored from issue 19)
-        compiles = {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"}
+        compiles = deferred | {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"}
         # per-token nvfp4_quantize: still the JIT wall (it needs its own op, issue 19)
         assert_wall_named(site, variants["nvfp4_quantize[per-token]"])
     for name in compiles:
         r = variants[name]
         assert r["status"] == "compiles" and r["graphs"] == 1 and r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r
-    for name, r in variants.items():  # reported either way (the MoE ops' do_finalize=False is the other helper's)
+    for name, r in variants.items():  # the rest reported either way, a failure with where it stopped
         assert r["status"] in ("compiles", "fails", "not-present"), r
         if r["status"] == "fails":
             assert r["error"] and LOCATION.match(r["location"] or ""), r
