@@ -70,9 +70,11 @@ lint: $(VENV)/.installed
 # Speed and memory of the CLI on flashinfer-python 0.7.4 against grep/sed/patch; writes
 # benchmarks/results/cli.json and prints the table of docs/benchmarks.md. Then `import flashinfer`, patched against
 # pristine on 0.6.0 and 0.7.4 (CPU time, peak memory, alternating fresh processes): benchmarks/results/import.json.
+# Then how often Inductor stores a tensor that four custom ops read: benchmarks/results/inductor-stores.json.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/import_bench.py --rounds $(ROUNDS)
+	$(PY) benchmarks/inductor_stores.py
 ROUNDS ?= 11
 
 # 2 releases at a time; `make compat JOBS=4` to change. Downloads go to $$FP4PATCH_CACHE.
