@@ -287,7 +287,9 @@ class Engine:
         check_applied_conflicts(specs, self.specs, manifest, self.command)
         plans = self.plan(specs, required)
         fault_point("plan")
-        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command)
+        options = list(self.environment_options)
+        python = options[options.index("--python") + 1] if "--python" in options else None
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command, python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(

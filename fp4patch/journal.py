@@ -66,7 +66,7 @@ def _run_held(
     fault_point("journal")
     try:
         execute(store, dist, journal)
-    except FileSystemError:
+    except FileSystemError as exc:
         try:
             for path, old in reversed(undo):
                 if not path.is_file() or sha256(path.read_bytes()) != sha256(old):
@@ -77,7 +77,13 @@ def _run_held(
                 store.remove()  # leave no state directory behind a failed first apply
             store.journal_path.unlink(missing_ok=True)
         except (OSError, FileSystemError):
-            pass  # the journal stays: the next run finishes the operation
+            raise FileSystemError(
+                f"{exc}; the files written before it could not all be put back: the journal stays, and the next "
+                "fp4patch apply or revert finishes the operation"
+            ) from None
+        others = len({entry.path for entry in journal.files}) - 1
+        if others > 0:  # say that no file of the operation is left half-done, not only the one that failed
+            raise FileSystemError(f"{exc}; the {others} other file(s) of this operation were put back as they were: nothing changed") from None
         raise
 
 

@@ -137,12 +137,14 @@ def check_apply(
     allow_modified: bool,
     notify: Callable[[str], None],
     command: Callable[..., str],
+    python: str | None = None,
 ) -> set[str]:
     """The preflight of an apply: each file ``plans`` change must be a regular file that holds what
     fp4patch last wrote there (``manifest``: this install's record, None when there is none), or the
     original bytes again (reinstalled since: it is patched afresh, said on ``notify``), or, patched
     for the first time, the bytes RECORD lists (unless ``allow_modified``). Returns the files
-    reinstalled since. ``command`` builds the commands the messages advise.
+    reinstalled since. ``command`` builds the commands the messages advise; ``python`` is the target
+    interpreter the user named (``--python``), which the reinstall advice then names too.
 
     Raises:
         FileSystemError: a symbolic link (every one named, with the reinstall that gives copies), a
@@ -159,10 +161,15 @@ def check_apply(
             if len(links) == 1
             else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
         )
+        import shlex
+
+        # name the environment in the advice: a bare `uv pip install` outside a venv finds none, and a bare
+        # `pip` is whichever one PATH has
+        uv = ["uv", "pip", "install", *(["--python", python] if python else []), "--reinstall", "--no-deps", "--link-mode=copy", pinned]
+        pip = [*([python, "-m", "pip"] if python else ["pip"]), "install", "--force-reinstall", "--no-deps", pinned]
         raise FileSystemError(
             f"{what}; fp4patch patches regular files only — reinstall with copies "
-            f"(`uv pip install --reinstall --no-deps --link-mode=copy {pinned}`; pip installs copies: "
-            f"`pip install --force-reinstall --no-deps {pinned}`), or replace each link by a copy of its file, then apply"
+            f"(`{shlex.join(uv)}`; pip installs copies: `{shlex.join(pip)}`), or replace each link by a copy of its file, then apply"
         )
     records = manifest.files if manifest else {}
     reinstalled: set[str] = set()

@@ -428,6 +428,18 @@ def test_uv_symlink_layout_names_every_link_and_the_reinstall(tmp_path: Path, si
     message = refused(run_cli("apply", *sp(site_060)), 3, *(str(site_060 / r) for r in linked), "--link-mode=copy")
     assert "flashinfer-python==0.6.0" in message
     unchanged(site_060, before)
+    # given --python, the advice names that environment: a bare `uv pip install` outside a venv finds none
+    import subprocess
+    import sys
+
+    bare = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(bare)], check=True)
+    (next((bare / "lib").glob("python3*")) / "site-packages" / "flashinfer-site.pth").write_text(str(site_060) + "\n")
+    python = str(bare / "bin" / "python")
+    message = refused(run_cli("apply", "--python", python), 3, "--link-mode=copy")
+    assert f"uv pip install --python {python} --reinstall --no-deps --link-mode=copy flashinfer-python==0.6.0" in message, message
+    assert f"{python} -m pip install --force-reinstall --no-deps flashinfer-python==0.6.0" in message, message
+    unchanged(site_060, before)
 
 
 # =========================================================================== install kinds and concurrency
@@ -522,3 +534,22 @@ def test_lock_held_by_another_process(site_060: Path) -> None:
         assert str(lock) in errors[0] and "FP4PATCH_LOCK_TIMEOUT" in errors[0], errors[0]
         assert done.stderr.strip().splitlines()[-1] == errors[0]
         unchanged(site_060, before)
+
+
+def test_a_write_that_fails_midway_puts_every_file_back_and_says_so(site_060: Path) -> None:
+    """One target directory refuses new files (``chattr +i`` as root): the apply fails at that file, the
+    files written before it are put back, and the one line says so — not only that the failing file is
+    unchanged — so nobody wonders whether the others are half-patched."""
+    import os
+    import subprocess
+
+    target = site_060 / CPP_EXT
+    if os.geteuid() != 0 or shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode:
+        pytest.skip("needs root and chattr +i (an immutable file: the preflight passes, the rename onto it fails)")
+    try:
+        before = snapshot(site_060)
+        line = refused(run_cli("apply", *sp(site_060)), 3, str(target), "write failed", "put back as they were: nothing changed")
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=True)
+    assert "other file(s) of this operation" in line
+    unchanged(site_060, before)
