@@ -48,7 +48,7 @@ scan_probe = _load(P["scan_probe"], "_norm_scan_probe")
 scan_probe.install_device_stubs(torch)
 probe = scan_probe._trace_probe()
 
-import flashinfer  # noqa: E402 - after the device stubs
+import flashinfer  # after the device stubs
 
 TOKEN_ARGS = {"rmsnorm_quant": ("out", "input"), "fused_add_rmsnorm_quant": ("out", "input", "residual")}
 

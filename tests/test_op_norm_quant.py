@@ -12,6 +12,8 @@ the first release that exports the functions (0.6.7) and of 0.7.4, with the defa
   token counts, the token size a symbol in the traced graph (``tests/norm_quant_child.py``);
 * the product's fake check (``fp4patch.fake_check.run_fake_check``: the fake against the wrapper on CPU over
   the grid, M in {0, 1, 8, 127, 129}) passes every case;
+* the op's eager body (the custom op called on CPU tensors, the JIT module replaced by the oracle's recorder)
+  runs the real wrapper, which launches its kernel on the caller's tensors, a float ``scale`` made a tensor;
 * on 0.6.0 (the functions exist in ``flashinfer/norm.py`` but are not exported) the specs say ``not-needed``
   with their reason.
 """
@@ -107,6 +109,54 @@ def test_fake_check_passes(version: str, tmp_path_factory) -> None:
         # M in {0, 1, 8, 127, 129} and the refused scale shapes are among the compared cases
         names = {c["name"] for c in grid}
         assert {f"M={m} bf16 -> e4m3" for m in (0, 1, 8, 127, 129)} <= names and "scale of shape (2,)" in names
+
+
+OP_BODY_CHILD = r"""
+import importlib.util, json, sys
+import torch
+P = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("_oracle", P["oracle"])
+oracle = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(oracle)
+out = {}
+with oracle.device_stubs(), oracle.jit_modules_replaced() as kernels:
+    import flashinfer.norm as norm
+    for function, names in P["functions"].items():
+        assert getattr(norm, "_fp4patch_%s_ready" % function)()
+        (name,) = [n for n in dir(torch.ops.fp4patch) if n.startswith(function + "_")]
+        op = getattr(torch.ops.fp4patch, name).default
+        for scale in ("tensor", 0.5):
+            kw = {n: torch.zeros((8, 64), dtype=torch.float8_e4m3fn if n == "out" else torch.bfloat16) for n in names}
+            kw["weight"] = torch.zeros((64,), dtype=torch.bfloat16)
+            kw["scale"] = torch.ones((1,), dtype=torch.float32) if scale == "tensor" else scale
+            before = len(kernels.calls)
+            if scale == "tensor":
+                result = op(**kw)
+            else:  # the redirect's entry makes the tensor; the op then runs eagerly
+                entry = getattr(norm, "_fp4patch_%s_entry" % function)
+                result = entry(**kw)
+            calls = kernels.calls[before:]
+            kernel, args, _ = calls[-1]
+            out["%s %s" % (function, scale)] = {
+                "result": repr(result), "kernels": [c[0] for c in calls],
+                "same": [any(a is kw[n] for a in args) for n in names],
+                "scale": [list(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dtype == torch.float32],
+            }
+print("FP4PATCH-OPBODY " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_op_body_runs_the_wrapper_on_the_callers_tensors(version: str, tmp_path_factory) -> None:
+    site = applied_site(version, tmp_path_factory)
+    names = {"rmsnorm_quant": ["out", "input"], "fused_add_rmsnorm_quant": ["out", "input", "residual"]}
+    params = {"oracle": str(REPO / "fp4patch" / "oracle.py"), "functions": names}
+    result = child_json(site, OP_BODY_CHILD, params, mark="FP4PATCH-OPBODY ", timeout=600)
+    assert len(result) == 4
+    for key, r in result.items():
+        function = key.split()[0]
+        assert r["result"] == "None" and r["kernels"] == [function], (version, key, r)
+        assert all(r["same"]) and r["scale"] == [[1]], (version, key, r)
 
 
 def test_not_public_before_0_6_7_is_not_needed(tmp_path_factory) -> None:
