@@ -41,6 +41,8 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reas
 GRIDS = REPO / "patches" / "flashinfer-python" / "grids"
 #: the custom ops beyond the quantizers: the GEMMs and the MoE layers
 GEMM_MOE = ["mm_fp4", "bmm_fp8", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe"]
+#: the FP8-out RMSNorm ops (0.6.7+; checked in depth by tests/test_op_norm_quant.py)
+NORM = ["rmsnorm_quant", "fused_add_rmsnorm_quant"]
 #: those whose unfinalized outputs come from the C++ launcher (not visible on CPU)
 TRTLLM = GEMM_MOE[2:4]
 QUANTIZERS = [
@@ -240,13 +242,15 @@ def test_requests_carry_each_target_s_params_and_release_data() -> None:
                 assert isinstance(op, CustomOpTarget)
                 assert request.params == op.params and request.grid == spec.path.parent / "grids" / f"{op.function}.py"
                 # the op source's RELEASE defaults, with the target's own data on top
-                (node,) = [n for n in ast.parse(op.source).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASE"]
-                assert request.release == {**ast.literal_eval(node.value), **op.release}
-    for function in QUANTIZERS + GEMM_MOE:  # each custom op has its grid
+                # (RELEASE is optional: the norm-quant op sources have none)
+                nodes = [n for n in ast.parse(op.source).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASE"]
+                assert len(nodes) <= 1
+                assert request.release == {**(ast.literal_eval(nodes[0].value) if nodes else {}), **op.release}
+    for function in QUANTIZERS + GEMM_MOE + NORM:  # each custom op has its grid
         assert (GRIDS / f"{function}.py").is_file()
     # and no grid is left without a custom op (files starting with "_" are the grids' shared helpers)
     functions = {kw["target"].function for spec in op_grids.specs().values() for t in spec.targets for kind, kw in t.operation_specs if kind == "custom-op"}
-    assert {p.stem for p in GRIDS.glob("*.py") if not p.name.startswith("_")} == functions == set(QUANTIZERS + GEMM_MOE)
+    assert {p.stem for p in GRIDS.glob("*.py") if not p.name.startswith("_")} == functions == set(QUANTIZERS + GEMM_MOE + NORM)
 
 
 def _module_level_imports(path: Path) -> set[str]:
