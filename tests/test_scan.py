@@ -278,7 +278,8 @@ def test_flashinfer_api_logging_on_stdout_does_not_break_the_probes(tmp_path_fac
     env = {"FLASHINFER_LOGLEVEL": "3"}
     done = run_cli("scan", "--site-packages", str(site), "--json", "--function", "fp4_quantize", env=env)
     assert done.returncode == 0, done.stderr
-    (result,) = json.loads(done.stdout)["functions"]
+    # a base name also selects its variants (fp4_quantize[cuda], ... where the release has them)
+    (result,) = [r for r in json.loads(done.stdout)["functions"] if r["name"] == "fp4_quantize"]
     assert result["passed"], result
     done = run_cli("verify", "--trace", "--spec", "fp4-quantize-fullgraph", "--site-packages", str(site), "--json", env=env)
     assert done.returncode in (0, 1) and not done.stderr.strip(), done.stderr[-2000:]
@@ -297,7 +298,7 @@ def test_nvfp4_and_mxfp4_quantize_compile_with_api_logging_on(tmp_path_factory) 
     site = applied_site("0.6.0", tmp_path_factory, "fp4-quantize-fullgraph")
     done = run_cli("scan", "--site-packages", str(site), "--json", *names, env=env)
     assert done.returncode == 0, done.stderr
-    results = json.loads(done.stdout)["functions"]
+    results = [f for f in json.loads(done.stdout)["functions"] if "[" not in f["name"]]  # the default calls
     assert [f["name"] for f in results] == ["nvfp4_quantize", "mxfp4_quantize"]
     failing = [(f["name"], f["error"]) for f in results if not f["passed"]]
     assert not failing, failing
