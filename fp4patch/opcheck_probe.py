@@ -112,6 +112,28 @@ def _cases_mm_fp4(torch, dev):
                                          out_dtype=torch.bfloat16, out=torch.empty(m, 128, device=dev, dtype=torch.bfloat16))
 
 
+
+def _cases_rmsnorm_quant(torch, dev):
+    # FlashInfer 0.6.7+ (flashinfer/norm/__init__.py): writes FP8 RMSNorm(input) * weight / scale into out
+    for m in (1, 8, 127, 129):
+        for k in (256, 7168):
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            w = torch.randn(k, device=dev, dtype=torch.bfloat16)
+            out = torch.empty(m, k, device=dev, dtype=torch.float8_e4m3fn)
+            yield f"M={m} K={k}", dict(out=out, input=x, weight=w, scale=torch.ones(1, device=dev, dtype=torch.float32), eps=1e-6)
+
+
+def _cases_fused_add_rmsnorm_quant(torch, dev):
+    # FlashInfer 0.6.7+: residual += input in place, then out = FP8 RMSNorm(residual) * weight / scale
+    for m in (1, 8, 127, 129):
+        for k in (256, 7168):
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            residual = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            w = torch.randn(k, device=dev, dtype=torch.bfloat16)
+            out = torch.empty(m, k, device=dev, dtype=torch.float8_e4m3fn)
+            yield f"M={m} K={k}", dict(out=out, input=x, residual=residual, weight=w, scale=torch.tensor(1.0, device=dev), eps=1e-6)
+
+
 CASES = {
     "fp4_quantize": _cases_fp4_quantize,
     "nvfp4_batched_quantize": _cases_nvfp4_batched_quantize,
@@ -120,6 +142,8 @@ CASES = {
     "mxfp8_quantize": _cases_mxfp8_quantize,
     "bmm_fp8": _cases_bmm_fp8,
     "mm_fp4": _cases_mm_fp4,
+    "rmsnorm_quant": _cases_rmsnorm_quant,
+    "fused_add_rmsnorm_quant": _cases_fused_add_rmsnorm_quant,
 }
 
 

@@ -65,3 +65,55 @@ def test_opcheck_lines_count_each_status_and_list_what_did_not_pass() -> None:
     assert lines[0] == "opcheck against the real kernels: 1 passed, 1 failed, 1 skipped"
     assert [line.split()[0] for line in lines[1:]] == ["mm_fp4", "bmm_fp8"] and "capability 90" in lines[1]
     assert set(CASES) >= {"fp4_quantize", "bmm_fp8", "mm_fp4"}
+
+
+CASE_CHECK = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import opcheck_probe as p
+import scan_probe
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+scan_probe.install_device_stubs(torch)  # fake CUDA tensors on a CPU machine, as the scan makes them
+report = {}
+for function, cases in p.CASES.items():
+    op = p.patched_op(function)
+    if op is None:
+        report[function] = None
+        continue
+    names = {a.name for a in op._schema.arguments}
+    rows = []
+    with FakeTensorMode():
+        for case, kwargs in cases(torch, torch.device("cuda")):
+            if isinstance(kwargs, Exception):  # a case built from a real kernel call (mm_fp4 quantizes first)
+                continue
+            try:
+                op(**{k: v for k, v in kwargs.items() if k in names})
+                error = ""
+            except Exception as exc:
+                error = type(exc).__name__ + ": " + (str(exc).splitlines() or [""])[0]
+            rows.append({"case": case, "unknown": sorted(set(kwargs) - names), "error": error})
+    report[function] = rows
+print(json.dumps(report))
+"""
+
+
+def test_every_opcheck_case_names_its_ops_parameters_and_its_fake_accepts_it(tmp_path_factory) -> None:
+    # The probe drops a keyword the installed op lacks (an older release); a misspelt one would vanish
+    # silently too. On the newest release every case's keywords must be the op's, and its fake must run.
+    site = applied_site("0.7.4", tmp_path_factory)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}, "PYTHONPATH": str(site)}
+    done = run_python(["-c", CASE_CHECK, str(PROBE.parent)], env=env, cwd=site)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(report) == set(CASES)
+    missing = [f for f, rows in report.items() if rows is None]
+    assert not missing, f"no patched op on 0.7.4 for {missing}"
+    checked = 0
+    for function, rows in report.items():
+        for row in rows:
+            assert not row["unknown"], (function, row)
+            assert not row["error"], (function, row)
+            checked += 1
+    assert checked >= 2 * len(CASES)
