@@ -13,7 +13,8 @@ that the unpatched and patched modules never meet, except in the same-process A/
    ``torch.library.opcheck`` (schema and fake-tensor tests) of every patched op against the real
    kernel over its case grid, and fake vs real output metadata; a kernel that refuses sm90 is
    ``skipped`` with its own message.
-2. A decode-like block of what sm90 runs (FlashInfer 0.6.0): per layer, rms_norm -> fp4_quantize,
+2. A decode-like block of what sm90 runs (FlashInfer 0.6.0; 0.6.7+ adds the FP8 norm path: rmsnorm_quant ->
+   bmm_fp8 and fused_add_rmsnorm_quant): per layer, rms_norm -> fp4_quantize,
    nvfp4_batched_quantize, scaled_fp4_grouped_quantize, silu_and_mul_scaled_nvfp4_experts_quantize,
    mxfp8_quantize -> bmm_fp8 (fp8 x fp8 -> bf16), elementwise ops consuming every output; M=8,
    K=7168, LAYERS layers. Compiled with ``fullgraph=True`` under a graph-recording backend (graphs and
@@ -56,6 +57,14 @@ FUNCTIONS = (
     "mxfp8_quantize",
     "bmm_fp8",
 )
+# The FP8 norm path (FlashInfer 0.6.7+, flashinfer/norm/__init__.py; not exported before): in the block
+# where the release has it, timed per call as the others.
+FP8_NORM = ("rmsnorm_quant", "fused_add_rmsnorm_quant")
+
+
+def functions(fi):
+    """The block's functions on this release: :data:`FUNCTIONS`, then those of :data:`FP8_NORM` it exports."""
+    return FUNCTIONS + tuple(name for name in FP8_NORM if hasattr(fi, name))
 
 
 def make_inputs(torch):
@@ -80,7 +89,13 @@ def calls(fi, inp):
     hb = h.view(1, M_DECODE, K_DECODE)
     h2 = hb.repeat(1, 1, 2)
     fp8 = fi.mxfp8_quantize(h)[0].view(1, M_DECODE, K_DECODE)
+    import torch
+
+    out8 = torch.empty(M_DECODE, K_DECODE, device=h.device, dtype=torch.float8_e4m3fn)
+    residual = h.clone()
     return {
+        "rmsnorm_quant": lambda f: f(out8, h, inp["norm"][0], inp["one"]),
+        "fused_add_rmsnorm_quant": lambda f: f(out8, h, residual, inp["norm"][0], inp["one"]),
         "fp4_quantize": lambda f: f(h, inp["gs"]),
         "nvfp4_batched_quantize": lambda f: f(hb, inp["gs"]),
         "scaled_fp4_grouped_quantize": lambda f: f(hb, inp["mask"], inp["gs1"]),
@@ -100,6 +115,8 @@ def make_block(fi, inp):
     """The block as a module: weights and scales are buffers, so CUDA-graph capture
     (``mode="reduce-overhead"``) treats them as static, as it treats a model's parameters."""
     import torch
+
+    fp8_norm = all(hasattr(fi, name) for name in FP8_NORM)
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -126,6 +143,15 @@ def make_block(fi, inp):
                 side = sum(t.to(torch.float32).mean() for t in (s1, s2, s3, s4, s5, q2, q3, q4))
                 x = torch.nn.functional.silu(x) + side.to(x.dtype) * 1e-3
                 x = x + y.view(h.shape[0], -1).repeat(1, x.shape[1] // y.shape[-1]) * 1e-3
+                if fp8_norm:  # FP8 forward path: RMSNorm straight to FP8 -> bmm_fp8; fused residual add + RMSNorm -> FP8
+                    n8 = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
+                    fi.rmsnorm_quant(n8, x, w, self.one)
+                    y8 = fi.bmm_fp8(n8.view(1, x.shape[0], x.shape[1]), wq, self.one, self.one, torch.bfloat16)
+                    residual = x * 1.0  # a fresh tensor: the op adds h into it in place
+                    r8 = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
+                    fi.fused_add_rmsnorm_quant(r8, h, residual, w, self.one)
+                    x = x + y8.view(x.shape[0], -1).repeat(1, x.shape[1] // y8.shape[-1]) * 1e-3
+                    x = x + residual * 1e-3 + r8.to(x.dtype) * 1e-3
             return x
 
     return Block()
@@ -195,7 +221,7 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
     table = calls(flashinfer, inp)
     root = os.path.dirname(os.path.dirname(flashinfer.__file__))
     out = {}
-    for name in FUNCTIONS:
+    for name in functions(flashinfer):
         unpatched = sys.modules[inspect.unwrap(getattr(flashinfer, name)).__module__]
         relative = os.path.relpath(unpatched.__file__, root)
         patched = _load_beside(unpatched, patched_site, relative, "ab")
@@ -300,7 +326,7 @@ def phase(name: str) -> dict:
         if not os.environ.get("FP4PATCH_BENCH_SKIP_OPCHECK"):
             result["opcheck"] = opcheck()
         checks = {}
-        for fn_name in FUNCTIONS:
+        for fn_name in functions(flashinfer):
             module = sys.modules.get(inspect.unwrap(getattr(flashinfer, fn_name)).__module__)
             if hasattr(module, f"_fp4patch_{fn_name}_tracing"):  # the redirect's condition, as it stands in the wrapper
                 n = 1_000_000
@@ -384,7 +410,7 @@ def orchestrate(args) -> int:
     bound the whole: each child gets what is left (at least 30 s), then is killed and reported."""
     here = os.path.abspath(__file__)
     started = time.monotonic()
-    results = {"date": time.strftime("%Y-%m-%d"), "block": f"{LAYERS} x [rms_norm -> {', '.join(FUNCTIONS)} -> elementwise], M={M_DECODE}, K={K_DECODE}, N={N_DECODE}, bf16"}
+    results = {"date": time.strftime("%Y-%m-%d"), "block": f"{LAYERS} x [rms_norm -> {', '.join(FUNCTIONS)} -> elementwise; where the release has them, {' -> bmm_fp8, '.join(FP8_NORM)}], M={M_DECODE}, K={K_DECODE}, N={N_DECODE}, bf16"}
     sites = {"unpatched": args.unpatched, "patched": args.patched}
 
     def child(argv, site, extra_env=None):
