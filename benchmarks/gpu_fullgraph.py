@@ -179,7 +179,9 @@ def _load_beside(unpatched, site: str, relative: str, tag: str):
     label = f"{unpatched.__package__}._fp4patch_{tag}_{stem}"
     module = sys.modules.get(label)
     if module is None:
-        spec = importlib.util.spec_from_file_location(label, os.path.join(site, relative))
+        # not a package, also for a package's __init__.py (flashinfer/norm/__init__.py, 0.6.7+): its relative
+        # imports then resolve from the package, as the imported module's do
+        spec = importlib.util.spec_from_file_location(label, os.path.join(site, relative), submodule_search_locations=None)
         module = importlib.util.module_from_spec(spec)
         sys.modules[label] = module
         spec.loader.exec_module(module)
