@@ -128,7 +128,7 @@ def fake(**OP_PARAMS):
     k = input.shape[-1]
     torch._check_with(AssertionError, k % 32 == 0, lambda: "")
     if backend == "cute-dsl":
-        if RELEASE["cute_dsl_layout"] == "is_sf_swizzled_layout":  # noqa: F821
+        if RELEASE["cute_dsl_layout"] == "is_sf_swizzled_layout":
             if sf_swizzle_layout == 1:
                 raise ValueError("SfLayout.layout_8x4 is not supported in cute-dsl backend")
             sf_swizzle_layout = 0 if is_sf_swizzled_layout else 2
