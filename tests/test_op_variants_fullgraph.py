@@ -11,8 +11,8 @@ explanation.
 * ``mxfp8_quantize(x, is_sf_swizzled_layout=True, alignment=32, backend="cute-dsl",
   sf_swizzle_layout=SfLayout.layout_128x4)``: SGLang's call on SM100. 0.7.4's CuTe-DSL driver
   (``kernels/mxfp8_quantize.py:mxfp8_quantize_cute_dsl``) flattens the input to 2-D: x_q float8_e4m3fn
-  ``[m, round_up(K, 32)]``, sf uint8 ``[round_up(m, 128) * round_up(K // 32, 4)]``. On 0.6.18.post1 the
-  fake does not mirror that backend and refuses it.
+  ``[m, round_up(K, 32)]``, sf uint8 ``[round_up(m, 128) * round_up(K // 32, 4)]``; the same on 0.6.18.post1
+  (every release with the backend: tests/test_op_mxfp8_cute_dsl.py).
 * ``mxfp8_quantize(batch_invariant=True)`` and ``fp4_quantize(batch_invariant=True)`` (0.7.4): refused, first line.
 """
 
@@ -132,9 +132,8 @@ def test_mxfp8_cute_dsl_traces_on_0_7_4_with_the_drivers_layout(tmp_path_factory
 
 
 @pytest.mark.eras
-def test_mxfp8_cute_dsl_is_refused_first_line_where_not_mirrored(tmp_path_factory) -> None:
+def test_mxfp8_cute_dsl_traces_on_0_6_18_post1(tmp_path_factory) -> None:
+    """0.6.18.post1 (refused before issue 19's eras were mirrored): SGLang's call is one graph with the driver's layout."""
     got = _compile("0.6.18.post1", tmp_path_factory, {"sglang": ("mxfp8_quantize", [T(129, 7168)], SGLANG_MXFP8)})["sglang"]
-    assert got["type"] == "Unsupported" and got["graphs"] == 0, got
-    assert got["error"].startswith(
-        "fp4patch: mxfp8_quantize(backend='cute-dsl') is not supported under torch.compile on FlashInfer 0.6.18.post1 ("
-    ), got
+    _one_op(got, "mxfp8_quantize")
+    assert got["outputs"] == [[[129, 7168], [7168, 1], "torch.float8_e4m3fn"], [[256 * 224], [1], "torch.uint8"]]

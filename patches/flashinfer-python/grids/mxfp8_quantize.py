@@ -7,12 +7,14 @@ scale factors of the layout (128x4 / 8x4 swizzled, linear) in Python. Cases: M i
 swizzled and linear, 3-D fp16 input, an ``alignment`` that pads K, K = 48; where the release has them, each
 ``sf_swizzle_layout`` (``SfLayout``, 0.6.7+), each backend of the release data's ``backends`` and one it does
 not accept, ``enable_pdl=False`` and ``batch_invariant=True`` (0.7.4). ``backend="cute-dsl"`` where the
-release data's ``cute_dsl`` is true (0.7.4): the CuTe-DSL driver ``mxfp8_quantize_cute_dsl``
-(``flashinfer/quantization/kernels/mxfp8_quantize.py``) over M in {0, 1, 8, 127, 129} x each
-``sf_swizzle_layout`` and ``is_sf_swizzled_layout``, SGLang's SM100 call (128x4, alignment 32), 3-D and
-column-major input (it flattens and copies), fp32 / fp16 input and an fp8 one it refuses, an ``alignment``
-that pads K and one it refuses, 1-D input. Where ``cute_dsl`` is false, and for ``batch_invariant=True``, the
-fake refuses under torch.compile (their layouts are not mirrored): those cases check the refusal. A backend
+release data's ``cute_dsl`` is true (every release with the backend, 0.6.7+): the CuTe-DSL driver
+``mxfp8_quantize_cute_dsl`` (``flashinfer/quantization/kernels/mxfp8_quantize.py``) over M in {0, 1, 8, 127,
+129} x each ``sf_swizzle_layout`` and ``is_sf_swizzled_layout`` (8x4 refused by the 0.6.7-0.6.11.post3
+wrapper), SGLang's SM100 call (128x4, alignment 32), the linear layout with the swizzled flag (the flag
+decides before 0.6.12), 3-D and column-major input (it flattens and copies), fp32 input (accepted from 0.7.1)
+/ fp16 input and an fp8 one it refuses, an ``alignment`` that pads K and one it refuses, 1-D input. Where
+``cute_dsl`` is false (no release now), and for ``batch_invariant=True``, the fake refuses under
+torch.compile (their layouts are not mirrored): those cases check the refusal. A backend
 this grid does not know is ``unchecked``. The CUDA kernel's checks of ``alignment`` and of a non-contiguous
 input carry the kernel's message.
 

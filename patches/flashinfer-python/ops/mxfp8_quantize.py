@@ -16,19 +16,28 @@ contiguous; ``sf`` uint8 1-D of ``round_up(m, 128) * round_up(padded_K // 32, 4)
 transposed back: the kernel (``csrc/nv_internal/tensorrt_llm/thop/fp8Quantize.cpp``) requires it contiguous,
 ``alignment % 32 == 0`` and rank >= 2; the fake checks those with ``torch._check``.
 
-Fake, CuTe-DSL path (``backend="cute-dsl"``, where the release data's ``cute_dsl`` is true: 0.7.4): the
-wrapper maps ``sf_swizzle_layout`` to ``is_sf_swizzled_layout = layout != linear`` and ``is_sf_8x4_layout =
-layout == 8x4`` and calls ``mxfp8_quantize_cute_dsl`` (``flashinfer/quantization/kernels/mxfp8_quantize.py``),
-which asserts the dtype (fp16 / bf16 / fp32) and ``alignment % 32 == 0``, flattens the input to 2-D ``[m, K]``
-(``m = numel // K``; a 1-D input fails to unpack) and copies it contiguous, so the outputs are float8_e4m3fn
-``[m, padded_K]`` (2-D whatever the input's rank) and the uint8 1-D scale factors of the same sizes as the
-CUDA kernel's for 128x4, 8x4 and linear.
+Fake, CuTe-DSL path (``backend="cute-dsl"``, 0.6.7+: every release with the backend): the driver
+``mxfp8_quantize_cute_dsl`` (``flashinfer/quantization/kernels/mxfp8_quantize.py``) asserts the dtype and
+``alignment % 32 == 0``, flattens the input to 2-D ``[m, K]`` (``m = numel // K``; a 1-D input fails to unpack)
+and copies it contiguous, so the outputs are float8_e4m3fn ``[m, padded_K]`` (2-D whatever the input's rank)
+and the uint8 1-D scale factors of the same sizes as the CUDA kernel's for 128x4, 8x4 and linear. What
+differs between releases is release data (read from every wheel 0.6.7-0.7.4; the driver's allocation,
+``ROW_TILE_SIZE = 128`` and ``SF_VEC_SIZE = 32`` are the same in all):
+
+* ``cute_dsl_layout``: where the scale layout comes from. ``"is_sf_swizzled_layout"`` (0.6.7-0.6.11.post3):
+  the wrapper raises ``ValueError("SfLayout.layout_8x4 is not supported in cute-dsl backend")`` when the
+  resolved ``sf_swizzle_layout`` is 8x4, and otherwise hands the driver the caller's
+  ``is_sf_swizzled_layout`` (128x4 when true, linear when false, whatever ``sf_swizzle_layout`` says).
+  ``"sf_swizzle_layout"`` (0.6.12+): the wrapper maps the resolved layout to ``is_sf_swizzled_layout =
+  layout != linear`` and ``is_sf_8x4_layout = layout == 8x4`` (the driver takes 8x4 from 0.6.12).
+* ``cute_dsl_dtypes``: the input dtypes the driver's assert accepts (float16, bfloat16 before 0.7.1; + float32
+  from 0.7.1), its message naming them.
 
 Refused under compile, with fp4patch's one-line error (``_refuse``: an ``Unsupported``, which Dynamo
 re-raises as it is, so it is the first line of the error; without ``fullgraph`` a graph break):
-``backend="cute-dsl"`` where the release data's ``cute_dsl`` is false (0.6.7-0.7.2.post1: their CuTe-DSL
-paths differ between releases and are not mirrored) and ``batch_invariant=True`` (another kernel class).
-Call those outside the compiled region.
+``batch_invariant=True`` (another kernel class), and ``backend="cute-dsl"`` where the release data's
+``cute_dsl`` is false (no release now: kept for a CuTe-DSL driver whose layout a later release changes
+before a target mirrors it). Call those outside the compiled region.
 """
 from typing import Optional, Tuple
 
@@ -38,8 +47,15 @@ from ._refusal import _refuse
 
 # backends: what the wrapper's ``assert backend in (...)`` accepts, in its order (0.6.7-0.7.2.post1: cuda,
 # cute-dsl; 0.7.4: auto, cuda, cute-dsl); empty where the wrapper has no ``backend`` parameter (before 0.6.7).
-# cute_dsl: whether the fake mirrors backend="cute-dsl" (0.7.4's mxfp8_quantize_cute_dsl; refused where false).
-RELEASE = {"backends": ["auto", "cuda", "cute-dsl"], "cute_dsl": True}
+# cute_dsl: whether the fake mirrors backend="cute-dsl" (mxfp8_quantize_cute_dsl; refused where false).
+# cute_dsl_layout: "sf_swizzle_layout" (0.6.12+) or "is_sf_swizzled_layout" (0.6.7-0.6.11.post3: 8x4 refused by
+#   the wrapper, the caller's flag picks 128x4 / linear); cute_dsl_dtypes: the driver's input dtypes (fp32 from 0.7.1).
+RELEASE = {
+    "backends": ["auto", "cuda", "cute-dsl"],
+    "cute_dsl": True,
+    "cute_dsl_layout": "sf_swizzle_layout",
+    "cute_dsl_dtypes": ["float16", "bfloat16", "float32"],
+}
 MUTATES_ARGS = ()
 
 
@@ -53,10 +69,12 @@ def _sf_size(m, padded_k, layout):
     raise ValueError(f"Invalid sf_swizzle_layout value: {layout}")
 
 
-def _cute_dsl_fake(input, alignment, layout):
-    """``mxfp8_quantize_cute_dsl``'s outputs: float8_e4m3fn ``[m, padded_K]`` (the input flattened to 2-D) and the scales."""
-    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise AssertionError(f"Input dtype must be float16, bfloat16, or float32, got {input.dtype}")
+def _cute_dsl_fake(input, alignment, layout, dtypes):
+    """``mxfp8_quantize_cute_dsl``'s outputs: float8_e4m3fn ``[m, padded_K]`` (the input flattened to 2-D) and the
+    scales; ``dtypes``: the names of the input dtypes its assert accepts, in its order."""
+    if input.dtype not in tuple(getattr(torch, d) for d in dtypes):
+        names = dtypes[0] if len(dtypes) == 1 else ", ".join(dtypes[:-1]) + ("," if len(dtypes) > 2 else "") + " or " + dtypes[-1]
+        raise AssertionError(f"Input dtype must be {names}, got {input.dtype}")
     if alignment % 32 != 0:
         raise AssertionError("alignment must be divisible by SF_VEC_SIZE=32")
     if input.dim() < 2:
@@ -110,7 +128,11 @@ def fake(**OP_PARAMS):
     k = input.shape[-1]
     torch._check_with(AssertionError, k % 32 == 0, lambda: "")
     if backend == "cute-dsl":
-        return _cute_dsl_fake(input, alignment, sf_swizzle_layout)
+        if RELEASE["cute_dsl_layout"] == "is_sf_swizzled_layout":
+            if sf_swizzle_layout == 1:
+                raise ValueError("SfLayout.layout_8x4 is not supported in cute-dsl backend")
+            sf_swizzle_layout = 0 if is_sf_swizzled_layout else 2
+        return _cute_dsl_fake(input, alignment, sf_swizzle_layout, RELEASE["cute_dsl_dtypes"])  # noqa: F821
     torch._check(input.dim() >= 2, lambda: "Input should be >=2D tensor.")
     torch._check(alignment % 32 == 0, lambda: "alignment must be divisible by SF_VEC_SIZE = 32")
     torch._check(input.is_contiguous(), lambda: "input must be contiguous")
