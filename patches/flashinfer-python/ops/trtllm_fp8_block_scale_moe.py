@@ -36,7 +36,9 @@ shape or dtype (0.6.14 - 0.6.18: ``check_shape_dtype_device``, also unfinalized 
 wrappers' dtype / row / width checks) and ``valid_hidden_size`` out of range or unfinalized when it does not
 round up to the hidden size. The wrapper's own validators (``_validate_fused_shared_experts``,
 ``_validate_routing_replay_out``, ``_validate_fp8_block_scale_gemm1_activation_params``) and the kernel's
-TVM_FFI_ICHECKs are not mirrored: they run in the eager body, where they raise as before.
+TVM_FFI_ICHECKs are not mirrored: they run in the eager body, where they raise as before; nor is 0.7.x's
+refusal of a flat (1-D) MXFP8 ``hidden_states_scale`` with no tokens (``fused_moe/shared/tuning.py``, the
+autotuner's tuning config).
 """
 from typing import Optional, Tuple
 
