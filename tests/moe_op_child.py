@@ -320,9 +320,10 @@ TOKEN_DIM = {"hidden_states", "hidden_states_scale", "routing_logits", "topk_ids
              "token_selected_experts", "token_final_scales", "gemm1_lora_delta"}
 
 
-def _token_dim(name):
-    """The token dimension of input ``name``: 0, but the FP8 block scales ``[H/128, M]`` (DeepSeek FP8) carry it last."""
-    return -1 if FUNCTION == "trtllm_fp8_block_scale_moe" and name == "hidden_states_scale" else 0
+def _token_dim(name, x):
+    """The token dimension of input ``name`` (tensor ``x``): 0, but the FP8 block scales ``[H/128, M]`` (DeepSeek
+    FP8) carry it last (a non-negative index: Dynamo's markers take no negative one)."""
+    return x.dim() - 1 if FUNCTION == "trtllm_fp8_block_scale_moe" and name == "hidden_states_scale" else 0
 
 
 def _where(e):
@@ -359,7 +360,7 @@ def run_trace(c, m2):
                 for name, t in kw.items():
                     for x in t if isinstance(t, tuple) else (t,):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):
-                            torch._dynamo.mark_dynamic(x, _token_dim(name))
+                            torch._dynamo.mark_dynamic(x, _token_dim(name, x))
                 out = compiled(kw, 1 << max(m - 1, 0).bit_length())
                 calls.append([meta(t) for t in outputs(out)])
         rec["outputs"] = calls
@@ -431,9 +432,9 @@ def run_dynamic(c, kind, token_counts, capture):
                     for x in t if isinstance(t, tuple) else (t,):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):
                             if kind == "unbacked":
-                                torch._dynamo.decorators.mark_unbacked(x, _token_dim(name))
+                                torch._dynamo.decorators.mark_unbacked(x, _token_dim(name, x))
                             else:
-                                torch._dynamo.mark_dynamic(x, _token_dim(name))
+                                torch._dynamo.mark_dynamic(x, _token_dim(name, x))
                 calls.append([meta(t) for t in outputs(compiled(kw))])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
@@ -536,6 +537,8 @@ def run_forwarding():
 
     def recorder(**kwargs):
         seen.append(kwargs)
+        if FUNCTION.startswith("trtllm_fp8_") and kwargs.get("do_finalize", True):  # finalized, the FP8 wrappers return one tensor
+            return torch.zeros(1)
         return [torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.zeros(1)]
 
     base = {}
