@@ -492,6 +492,8 @@ def _value_for(name, annotation, default):
         return 1, _enum("SfLayout")(1)
     if name == "fp8_quantization_type":
         return 2, _enum("Fp8QuantizationType")(2)
+    if name == "activation_type" and SPEC.get("activation_enum"):  # 0.6.3's FP8 per-tensor op reads .value
+        return 4, _enum("ActivationType")(4)
     if name in ("activation_type", "gated_act_type"):
         value = 4 if default != 4 else 2
         return value, (_enum("ActivationType")(value) if FUNCTION == "cutlass_fused_moe" else value)

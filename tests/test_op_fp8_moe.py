@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from fp4patch.custom_op import release_data
 from fp4patch.environment import from_site_packages
 from fp4patch.fake_check import requests_for, run_fake_check
 from fp4patch.spec import load_specs
@@ -61,11 +62,16 @@ def rendered(function: str, version: str):
     return targets[0].custom_ops[0]
 
 
-def has(function: str, version: str, param: str) -> bool:
-    """Whether the wrapper of ``version`` has ``param`` (its spec target's ``params``)."""
+def op_target(function: str, version: str):
+    """The :class:`~fp4patch.custom_op.CustomOpTarget` of ``function``'s spec for ``version``."""
     spec = next(s for s in SPECS if s.id == f"{function.replace('_', '-')}-fullgraph")
     (target,) = [t for t in spec.targets_for(version) if not t.status]
-    return param in next(kw["target"].params for kind, kw in target.operation_specs if kind == "custom-op")
+    return next(kw["target"] for kind, kw in target.operation_specs if kind == "custom-op")
+
+
+def has(function: str, version: str, param: str) -> bool:
+    """Whether the wrapper of ``version`` has ``param`` (its spec target's ``params``)."""
+    return param in op_target(function, version).params
 
 
 def symbolic_cases(function: str, version: str) -> list[dict]:
@@ -232,6 +238,7 @@ def trace_result(tmp_path_factory):
                 functions[fn] = {"cases": trace_cases(fn, version), "m2": 24}
                 if patched:
                     functions[fn]["op_name"] = rendered(fn, version).op_name
+                    functions[fn]["activation_enum"] = bool(release_data(op_target(fn, version)).get("activation_enum"))
             params = {"version": version, **PATHS, "mode": "trace", "stub_kernel": patched, "functions": functions}
             _traces[key] = child_json(trace_site(version, patched, tmp_path_factory), CHILD, params, mark=MARK)
         return _traces[key]
@@ -267,11 +274,16 @@ def test_patched_eager_call_does_not_go_through_the_op(trace_result, function: s
         assert rec["entry_calls"] == 0 and rec["kernel"] >= 1, rec
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", [*VERSIONS, pytest.param("0.6.3", marks=pytest.mark.eras)])
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_op_body_forwards_every_argument_by_name(trace_result, function: str, version: str) -> None:
+    """Each parameter, set alone to a non-default value, reaches the wrapper the op body calls under its own
+    name (``tune_max_num_tokens`` never does); on 0.6.3 the per-tensor ``activation_type`` as an ``ActivationType``,
+    since that release's inner op reads ``.value`` (``eras``: not in ``make test``)."""
     forwarding = trace_result(version, True)[function]["forwarding"]
     results = forwarding["results"]
+    if version == "0.6.3" and function == "trtllm_fp8_per_tensor_scale_moe":
+        assert results["activation_type"]["expected"].startswith("<ActivationType."), results["activation_type"]
     assert sorted(results) == sorted(forwarding["entry_params"])
     for name, r in results.items():
         if name in NOT_FORWARDED:

@@ -204,6 +204,8 @@ def trtllm_fp8_kwargs(params, m, block, act="fp8", logits="bfloat16", do_finaliz
         kw["output1_scales_gate_scalar"] = t(E, dtype="float32")
         kw["output2_scales_scalar"] = t(E, dtype="float32")
         kw["use_routing_scales_on_input"] = False
+    # an ActivationType (an IntEnum): 0.6.3's per-tensor op reads activation_type.value, which its own int default lacks
+    kw["activation_type"] = {"enum": "ActivationType.Swiglu"}
     outputs = {"given": t(m, H), "narrow": t(m, H // 2), "bad_rows": t(m + 1, H), "bad_dtype": t(m, H, dtype="float16")}
     if output is not None:
         kw["output"] = outputs[output]

@@ -7,7 +7,8 @@ Schema: every parameter of the installed wrapper (FlashInfer 0.6.0 - 0.7.4, ``fl
 never passes it: engines pass a batch-size bound, and an int argument of the op would make Dynamo
 specialise on it, so each new batch size would recompile; under compile the eager body tunes with the
 release default, 8192. Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
-``activation_type`` (``ActivationType``). MUTATES_ARGS comes from ``RELEASE["mutates"]`` (``output`` from
+``activation_type`` (``ActivationType``; the eager body gives 0.6.3's wrapper the enum back, whose inner op
+reads ``activation_type.value``, a call with the wrapper's own int default failing there). MUTATES_ARGS comes from ``RELEASE["mutates"]`` (``output`` from
 0.6.14, ``routing_replay_out`` from 0.6.8, ``workspace_buffer`` 0.7.4).
 
 Outputs: the wrapper returns one tensor when ``do_finalize`` (``result[0]``; every release before 0.6.5,
@@ -42,6 +43,8 @@ RELEASE = {
     "output_check": "exact",
     # an output= tensor is checked also when do_finalize=False (0.6.14)
     "output_checked_unfinalized": False,
+    # the inner op of 0.6.3 reads activation_type.value: the eager body hands the wrapper an ActivationType
+    "activation_enum": False,
     # do_finalize=False with 0 tokens refused (the FP4 ops' release data; not claimed for FP8: the CPU
     # cannot see the launcher's unfinalized outputs)
     "unfinalized_needs_tokens": False,
@@ -94,9 +97,11 @@ def op(
     gemm1_clamp_limit: Optional[torch.Tensor] = None,
     workspace_buffer: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eager body: the wrapper by keyword; the caller's ``output`` left out, four tensors."""
+    """Eager body: the wrapper by keyword (``activation_type`` back to its enum where the release reads
+    ``.value``); the caller's ``output`` left out, four tensors."""
     result = WRAPPER(
         **OP_PARAMS,
+        activation_type=ActivationType(activation_type) if RELEASE["activation_enum"] else activation_type,
         tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the wrapper's one tensor: the caller's output (left out) or its own
