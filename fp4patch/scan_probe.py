@@ -199,6 +199,27 @@ def _trtllm_fp8_moe_args(t, torch):
     }
 
 
+def _trtllm_fp8_per_tensor_moe_args(t, torch):
+    # vLLM's and SGLang's FlashInfer TRT-LLM FP8 per-tensor MoE: bf16 routing logits, FP8 activations and
+    # weights, one float32 scale per local expert for each GEMM output
+    return {
+        "routing_logits": lambda: t((M, E), torch.bfloat16),
+        "routing_bias": lambda: None,
+        "hidden_states": lambda: t((M, K), torch.float8_e4m3fn),
+        "gemm1_weights": lambda: t((E, 2 * I_MOE, K), torch.float8_e4m3fn),
+        "output1_scales_scalar": lambda: t((E,), torch.float32),
+        "output1_scales_gate_scalar": lambda: t((E,), torch.float32),
+        "gemm2_weights": lambda: t((E, K, I_MOE), torch.float8_e4m3fn),
+        "output2_scales_scalar": lambda: t((E,), torch.float32),
+        "use_routing_scales_on_input": lambda: False,
+        **_routing_args(),
+        "n_group": lambda: None,
+        "topk_group": lambda: None,
+        "routed_scaling_factor": lambda: None,
+        "routing_method_type": lambda: 1,  # RoutingMethodType.Renormalize
+    }
+
+
 def _cutlass_moe_nvfp4_args(t, torch):
     # NVFP4 weights packed two per byte, block scales as int32 words (vLLM's layout of the call)
     def quant_scales():
@@ -333,6 +354,21 @@ FUNCTIONS = [
         "variant": ("do_finalize",),
     },
     {"name": "trtllm_fp8_block_scale_moe", "function": "trtllm_fp8_block_scale_moe", "args": _trtllm_fp8_moe_args},
+    {
+        "name": "trtllm_fp8_block_scale_moe[do_finalize=False]",
+        "function": "trtllm_fp8_block_scale_moe",
+        "dynamo_config": {"capture_dynamic_output_shape_ops": True},
+        "args": _with(_trtllm_fp8_moe_args, do_finalize=False),
+        "variant": ("do_finalize",),
+    },
+    {"name": "trtllm_fp8_per_tensor_scale_moe", "function": "trtllm_fp8_per_tensor_scale_moe", "args": _trtllm_fp8_per_tensor_moe_args},
+    {
+        "name": "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]",
+        "function": "trtllm_fp8_per_tensor_scale_moe",
+        "dynamo_config": {"capture_dynamic_output_shape_ops": True},
+        "args": _with(_trtllm_fp8_per_tensor_moe_args, do_finalize=False),
+        "variant": ("do_finalize",),
+    },
     {"name": "cutlass_fused_moe[nvfp4]", "function": "cutlass_fused_moe", "args": _cutlass_moe_nvfp4_args},
     {"name": "rmsnorm_quant", "function": "rmsnorm_quant", "args": lambda t, torch: _norm_quant_args(t, torch, False)},
     {"name": "fused_add_rmsnorm_quant", "function": "fused_add_rmsnorm_quant", "args": lambda t, torch: _norm_quant_args(t, torch, True)},

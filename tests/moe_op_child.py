@@ -93,6 +93,31 @@ def launcher_outputs(*args, **kwargs):
     return [gemm2, None, expanded] + ([gemm1] if lora else [])
 
 
+def fp8_launcher_outputs(*args, **kwargs):
+    """The test's model of what the TRT-LLM-Gen FP8 MoE launchers return (``Fp8BlockScaleLauncher`` /
+    ``Fp8PerTensorLauncher``, ``csrc/trtllm_fused_moe_kernel_launcher.cu`` of 0.6.0 and 0.7.4) for the call in
+    ``CASE``: before 0.6.5 (no ``do_finalize``) the finalized ``[M, hidden]`` bf16 output the launcher allocates;
+    from 0.6.5, finalized, nothing the wrapper reads (it returns its own ``output``); unfinalized
+    ``[gemm2_output [R, hidden] bf16 (tile 8 here; the fake leaves R unbacked), expert_weights [M, top_k +
+    shared] bf16, expanded_idx_to_permuted_idx [M * (top_k + shared)] int32]``."""
+    RESULT["kernel_calls"] += 1
+    hs = CASE["hidden_states"]
+    m, hidden, experts = hs.shape[0], hs.shape[-1], CASE["num_experts"]
+    top_k = CASE["top_k"] + (CASE.get("num_fused_shared_experts") or 0)
+    if "do_finalize" not in inspect.signature(inspect.unwrap(WRAPPER)).parameters:
+        return torch.empty(m, hidden, dtype=torch.bfloat16, device="cuda")
+    if CASE.get("do_finalize", True):
+        return []
+    rows = m * top_k + experts * 8
+    return [torch.empty(rows, hidden, dtype=torch.bfloat16, device="cuda"), torch.empty(m, top_k, dtype=torch.bfloat16, device="cuda"),
+            torch.empty(m * top_k, dtype=torch.int32, device="cuda")]
+
+
+def outputs(result):
+    """The wrapper's (or entry's) outputs as a list: the FP8 wrappers return one tensor when finalized."""
+    return [result] if isinstance(result, torch.Tensor) else list(result)
+
+
 def call_kwargs(function, c, m=None, module=None):
     """The wrapper's keyword arguments for a test case ``c`` (``act``, ``do_finalize``, ``logits_dtype``,
     ``output``, ``out_dtype``, ``tuple_ids``, ``tune``) with ``m`` tokens (an int or a SymInt; default
@@ -100,6 +125,12 @@ def call_kwargs(function, c, m=None, module=None):
     m = c["m"] if m is None else m
     if function == "cutlass_fused_moe":
         kw = moe.cutlass_kwargs(m, act=c["act"], out_dtype=c["out_dtype"], output=c.get("output"))
+    elif function.startswith("trtllm_fp8_"):  # the release's own parameters only (grids/_moe.py)
+        params = inspect.signature(inspect.unwrap(getattr(mod, function))).parameters
+        kw = moe.trtllm_fp8_kwargs(params, m, function == "trtllm_fp8_block_scale_moe", act=c["act"], logits=c["logits_dtype"],
+                                   do_finalize=c.get("do_finalize", True), output=c.get("output"))
+        if c.get("llama4"):  # vLLM's per-tensor Llama 4 call: top-1 routing, the router weight applied on the input
+            kw.update(top_k=1, routing_method_type={"enum": "RoutingMethodType.Llama4"}, use_routing_scales_on_input=True, topk_group=0)
     else:
         kw = moe.trtllm_kwargs(m, act=c["act"], do_finalize=c["do_finalize"], output=c.get("output"))
         if function == "trtllm_fp4_block_scale_moe":
@@ -148,6 +179,8 @@ class _Kernel(_Anything):
     """The JIT-built MoE module of the trace mode: the trtllm launcher model, the CUTLASS runner."""
 
     trtllm_fp4_block_scale_moe = staticmethod(launcher_outputs)
+    trtllm_fp8_block_scale_moe = staticmethod(fp8_launcher_outputs)
+    trtllm_fp8_per_tensor_scale_moe = staticmethod(fp8_launcher_outputs)
 
     @staticmethod
     def init(*args, **kwargs):
@@ -271,7 +304,7 @@ def run_symbolic(function, cases, entry):
 
                         m = env.create_symintnode(env.create_symbol(8, source=ConstantSource("M")), hint=8, source=ConstantSource("M"))
                     res = entry(**call_kwargs(function, c, m=m))
-                    rec["fake"] = [meta(t) for t in res]
+                    rec["fake"] = [meta(t) for t in outputs(res)]
                     rec["guards"] = [str(g.expr) for g in env.guards]
             except Exception as e:  # noqa: BLE001
                 rec["error"] = _error(e)
@@ -285,6 +318,12 @@ def run_symbolic(function, cases, entry):
 # --------------------------------------------------------------------------- #
 TOKEN_DIM = {"hidden_states", "hidden_states_scale", "routing_logits", "topk_ids", "output", "input", "input_sf",
              "token_selected_experts", "token_final_scales", "gemm1_lora_delta"}
+
+
+def _token_dim(name, x):
+    """The token dimension of input ``name`` (tensor ``x``): 0, but the FP8 block scales ``[H/128, M]`` (DeepSeek
+    FP8) carry it last (a non-negative index: Dynamo's markers take no negative one)."""
+    return x.dim() - 1 if FUNCTION == "trtllm_fp8_block_scale_moe" and name == "hidden_states_scale" else 0
 
 
 def _where(e):
@@ -321,9 +360,9 @@ def run_trace(c, m2):
                 for name, t in kw.items():
                     for x in t if isinstance(t, tuple) else (t,):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):
-                            torch._dynamo.mark_dynamic(x, 0)
+                            torch._dynamo.mark_dynamic(x, _token_dim(name, x))
                 out = compiled(kw, 1 << max(m - 1, 0).bit_length())
-                calls.append([meta(t) for t in out])
+                calls.append([meta(t) for t in outputs(out)])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
         rec["error"] = _error(e)
@@ -393,10 +432,10 @@ def run_dynamic(c, kind, token_counts, capture):
                     for x in t if isinstance(t, tuple) else (t,):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):
                             if kind == "unbacked":
-                                torch._dynamo.decorators.mark_unbacked(x, 0)
+                                torch._dynamo.decorators.mark_unbacked(x, _token_dim(name, x))
                             else:
-                                torch._dynamo.mark_dynamic(x, 0)
-                calls.append([meta(t) for t in compiled(kw)])
+                                torch._dynamo.mark_dynamic(x, _token_dim(name, x))
+                calls.append([meta(t) for t in outputs(compiled(kw))])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
         rec["error"] = _error(e)
@@ -435,7 +474,7 @@ def run_eager(c):
             CASE.clear()
             CASE.update(kw)
             out = WRAPPER(**kw)
-        return {"outputs": [meta(t) for t in out], "kernel": RESULT["kernel_calls"] - before, "entry_calls": len(entry_calls)}
+        return {"outputs": [meta(t) for t in outputs(out)], "kernel": RESULT["kernel_calls"] - before, "entry_calls": len(entry_calls)}
     finally:
         if real_entry is not None:
             setattr(mod, name, real_entry)
@@ -451,6 +490,10 @@ def _value_for(name, annotation, default):
         return 0, None
     if name == "hidden_states_scale_layout":
         return 1, _enum("SfLayout")(1)
+    if name == "fp8_quantization_type":
+        return 2, _enum("Fp8QuantizationType")(2)
+    if name == "activation_type" and SPEC.get("activation_enum"):  # 0.6.3's FP8 per-tensor op reads .value
+        return 4, _enum("ActivationType")(4)
     if name in ("activation_type", "gated_act_type"):
         value = 4 if default != 4 else 2
         return value, (_enum("ActivationType")(value) if FUNCTION == "cutlass_fused_moe" else value)
@@ -496,6 +539,8 @@ def run_forwarding():
 
     def recorder(**kwargs):
         seen.append(kwargs)
+        if FUNCTION.startswith("trtllm_fp8_") and kwargs.get("do_finalize", True):  # finalized, the FP8 wrappers return one tensor
+            return torch.zeros(1)
         return [torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.zeros(1)]
 
     base = {}
@@ -539,7 +584,8 @@ if TRACE:
     sys.exit(0)
 
 # one recorder for all: the get_*_module loaders are functools.cache'd; the trtllm kernel returns the model's outputs
-RECORDER = ko.KernelRecorder(returns={"trtllm_fp4_block_scale_moe": launcher_outputs})
+RECORDER = ko.KernelRecorder(returns={"trtllm_fp4_block_scale_moe": launcher_outputs, "trtllm_fp8_block_scale_moe": fp8_launcher_outputs,
+                                      "trtllm_fp8_per_tensor_scale_moe": fp8_launcher_outputs})
 with ko.device_stubs(), ko.jit_modules_replaced(RECORDER):
     for FUNCTION, SPEC in P["functions"].items():
         WRAPPER = getattr(mod, FUNCTION)

@@ -157,3 +157,57 @@ def moe_stubs(oracle, recorder, core, returns=None):
             else:
                 recorder.returns[name] = value
 
+
+
+def trtllm_fp8_kwargs(params, m, block, act="fp8", logits="bfloat16", do_finalize=True, output=None, **extra):
+    """Keyword arguments of a TRT-LLM-Gen FP8 MoE call, kept to ``params`` (the release's wrapper parameters).
+
+    ``block``: ``trtllm_fp8_block_scale_moe`` (block scales: activations with ``hidden_states_scale``
+    ``[H/128, M]`` float32 as SGLang passes it, ``a_sf.t().contiguous()``; weights with ``[E, N/128, K/128]``
+    float32 scales; ``act="mxfp8"``: uint8 scales ``[M, H/32]`` and ``fp8_quantization_type=MxFp8``; a flat ``[M * H/32]`` one
+    with no tokens is refused by 0.7.x's tuning config, ``fused_moe/shared/tuning.py``, which the fake does
+    not mirror), else
+    ``trtllm_fp8_per_tensor_scale_moe`` (one float32 scale per local expert for each GEMM output).
+    ``act``: ``"fp8"`` (e4m3 ``[M, H]``), ``"bf16"`` (``[M, H]``) or ``"mxfp8"``; ``logits``: the routing
+    logits' dtype (float32 with DeepSeekV3 routing, bf16 with Renormalize, as the engines pair them);
+    ``output`` as :func:`trtllm_kwargs`; ``extra``: more keyword arguments as they are.
+    """
+    hs = t(m, H, dtype="bfloat16" if act == "bf16" else "float8_e4m3fn")
+    deepseek = logits == "float32"
+    kw = {
+        "routing_logits": t(m, E, dtype=logits),
+        "routing_bias": t(E, dtype="bfloat16") if deepseek else None,
+        "hidden_states": hs,
+        "gemm1_weights": t(E, 2 * I, H, dtype="float8_e4m3fn"),
+        "gemm2_weights": t(E, H, I, dtype="float8_e4m3fn"),
+        "num_experts": E,
+        "top_k": TOP_K,
+        "n_group": 2 if deepseek else None,
+        "topk_group": 1 if deepseek else None,
+        "intermediate_size": I,
+        "local_expert_offset": 0,
+        "local_num_experts": E,
+        "routed_scaling_factor": 2.5 if deepseek else None,
+        "routing_method_type": {"enum": "RoutingMethodType.DeepSeekV3" if deepseek else "RoutingMethodType.Renormalize"},
+        "do_finalize": do_finalize,
+    }
+    if block:
+        kw["hidden_states_scale"] = t(m, H // 32, dtype="uint8") if act == "mxfp8" else t(H // 128, m, dtype="float32")
+        kw["gemm1_weights_scale"] = t(E, 2 * I // 128, H // 128, dtype="float32")
+        kw["gemm2_weights_scale"] = t(E, H // 128, I // 128, dtype="float32")
+        if act == "mxfp8":
+            kw["fp8_quantization_type"] = {"enum": "Fp8QuantizationType.MxFp8"}
+            kw["gemm1_weights_scale"] = t(E, 2 * I, H // 32, dtype="uint8")
+            kw["gemm2_weights_scale"] = t(E, H, I // 32, dtype="uint8")
+    else:
+        kw["output1_scales_scalar"] = t(E, dtype="float32")
+        kw["output1_scales_gate_scalar"] = t(E, dtype="float32")
+        kw["output2_scales_scalar"] = t(E, dtype="float32")
+        kw["use_routing_scales_on_input"] = False
+    # an ActivationType (an IntEnum): 0.6.3's per-tensor op reads activation_type.value, which its own int default lacks
+    kw["activation_type"] = {"enum": "ActivationType.Swiglu"}
+    outputs = {"given": t(m, H), "narrow": t(m, H // 2), "bad_rows": t(m + 1, H), "bad_dtype": t(m, H, dtype="float16")}
+    if output is not None:
+        kw["output"] = outputs[output]
+    kw.update(extra)
+    return {k: v for k, v in kw.items() if k in params}

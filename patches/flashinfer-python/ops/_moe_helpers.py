@@ -1,4 +1,5 @@
 """Shared helpers of the MoE op sources (``trtllm_fp4_block_scale_moe``, ``trtllm_fp4_block_scale_routed_moe``,
+``trtllm_fp8_block_scale_moe``, ``trtllm_fp8_per_tensor_scale_moe``,
 ``cutlass_fused_moe``).
 
 Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
@@ -146,3 +147,50 @@ def _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize,
                 lambda: f"output.shape[1] must equal valid_hidden_size={valid_hidden_size} when valid_hidden_size is provided, got {width}",
             )
     return num_tokens, hidden, hidden if valid_hidden_size is None else valid_hidden_size
+
+
+def _check_trtllm_fp8_moe(hidden_states, output, valid_hidden_size, do_finalize, release):
+    """The TRT-LLM-Gen FP8 MoE wrappers' checks on output / valid_hidden_size; (num_tokens, hidden, width).
+
+    ``release``: the op source's RELEASE. ``release["output_check"]`` is ``"bounded"`` where the wrapper
+    checks ``output`` as the FP4 ones do (``trtllm_fp8_block_scale_moe`` from 0.7.0: dtype, then
+    ``output.shape[0] == num_tokens`` and ``output.shape[1] <= hidden``, ``valid_hidden_size``): those checks
+    are :func:`_check_trtllm_fp4_moe`'s. ``"exact"`` where it calls
+    ``check_shape_dtype_device(output, (num_tokens, hidden_size), torch.bfloat16, ...)`` (both FP8 wrappers
+    0.6.14 - 0.6.18, ``trtllm_fp8_per_tensor_scale_moe`` through 0.7.4; ``flashinfer/utils.py``): shape,
+    then dtype, each a ``ValueError``; ``"none"`` before 0.6.14, where the wrappers take no ``output``.
+    An output is checked when ``do_finalize`` or ``release["output_checked_unfinalized"]`` (0.6.14)."""
+    if release["output_check"] == "bounded":
+        return _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, release)
+    num_tokens, hidden = hidden_states.shape[0], hidden_states.shape[-1]
+    if output is not None and (do_finalize or release["output_checked_unfinalized"]):
+        expected = (num_tokens, hidden)
+        for got, want in zip(output.shape, expected):
+            torch._check_with(ValueError, got == want, lambda: f"Invalid shape of output: expected {expected}, got {output.shape}")
+        torch._check_with(ValueError, output.dim() == 2, lambda: f"Invalid shape of output: expected {expected}, got {output.shape}")
+        if output.dtype != torch.bfloat16:
+            raise ValueError(f"Invalid dtype of output: expected {torch.bfloat16}, got {output.dtype}")
+    _check_trtllm_fp4_moe(hidden_states, None, None, do_finalize, release)  # the unfinalized 0-token refusal
+    return num_tokens, hidden, hidden
+
+
+def _trtllm_fp8_moe_outputs(hidden_states, num_tokens, hidden, width, do_finalize, output, experts_per_token, function):
+    """The fake outputs of both TRT-LLM-Gen FP8 MoE wrappers, as the op returns them (``_four``).
+
+    Read from ``flashinfer/fused_moe/core.py`` (``trtllm_fp8_*_moe_op``) and
+    ``csrc/trtllm_fused_moe_kernel_launcher.cu`` (``Fp8PerTensorLauncher`` / ``Fp8BlockScaleLauncher``) of 0.6.0
+    and 0.7.4: finalized, ``[num_tokens, width]`` bf16 (allocated by the launcher before 0.6.5, by the
+    wrapper after), nothing when the caller's ``output`` is filled; unfinalized (from 0.6.5),
+    ``gemm2_output`` ``[R, hidden]`` bf16 with R the launcher's padded row count (:func:`_launcher_rows`),
+    the launcher's ``expert_weights`` ``[num_tokens, experts_per_token]`` bf16 and
+    ``expanded_idx_to_permuted_idx`` ``[num_tokens * experts_per_token]`` int32."""
+    if do_finalize:
+        if output is not None:
+            return _four([], hidden_states)
+        return _four([hidden_states.new_empty((num_tokens, width), dtype=torch.bfloat16)], hidden_states)
+    rows = _launcher_rows(f"{function}(do_finalize=False)", "gemm2_output")
+    return _four([
+        hidden_states.new_empty((rows, hidden), dtype=torch.bfloat16),
+        hidden_states.new_empty((num_tokens, experts_per_token), dtype=torch.bfloat16),
+        hidden_states.new_empty((num_tokens * experts_per_token,), dtype=torch.int32),
+    ], hidden_states)
