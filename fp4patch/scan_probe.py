@@ -25,7 +25,7 @@ FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
 
 Besides each function's default call, *variants* (``name[variant]``, counted as entries of their own) make
 the calls engines make: each backend of ``fp4_quantize`` and ``mxfp8_quantize`` (SGLang's CuTe-DSL call on
-SM100), vLLM's per-token ``nvfp4_quantize``, the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
+SM100), vLLM's per-token ``nvfp4_quantize`` and SGLang's (``backend="cute-dsl"``), the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
 names the parameters it sets (``variant``), which the release must have. ``mm_fp4[...]`` and
 ``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
 
@@ -254,6 +254,9 @@ _SGLANG_MXFP8 = {"is_sf_swizzled_layout": True, "alignment": 32, "backend": "cut
 #: vLLM's per-token NVFP4 activation quantization: nvfp4_quantize(h, global_scale, sfLayout=SfLayout.layout_linear,
 #: per_token_activation=True)
 _VLLM_PER_TOKEN = {"sfLayout": lambda: _sf_layout("layout_linear"), "per_token_activation": True}
+#: SGLang's per-token NVFP4 activation quantization on SM100 (its FP4 all-gather and TRT-LLM MoE paths):
+#: nvfp4_quantize(h, scale, sfLayout=SfLayout.layout_linear, per_token_activation=True, backend="cute-dsl")
+_SGLANG_PER_TOKEN = {**_VLLM_PER_TOKEN, "backend": "cute-dsl"}
 
 
 def _trtllm_moe(routed):
@@ -267,13 +270,20 @@ FUNCTIONS = [
     {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
     {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
     {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",)},
-    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
+    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "nvfp4-quantize-fullgraph"},
     {
         "name": "nvfp4_quantize[per-token]",
         "function": "nvfp4_quantize",
         "args": _with(_quantizer_args, **_VLLM_PER_TOKEN),
-        "spec": "fp4-quantize-fullgraph",
+        "spec": "nvfp4-quantize-fullgraph",
         "variant": ("sfLayout", "per_token_activation"),
+    },
+    {
+        "name": "nvfp4_quantize[per-token,cute-dsl]",
+        "function": "nvfp4_quantize",
+        "args": _with(_quantizer_args, **_SGLANG_PER_TOKEN),
+        "spec": "nvfp4-quantize-fullgraph",
+        "variant": ("sfLayout", "per_token_activation", "backend"),
     },
     {"name": "mxfp4_quantize", "function": "mxfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
     {"name": "nvfp4_batched_quantize", "function": "nvfp4_batched_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
