@@ -157,6 +157,8 @@ def fake(**OP_PARAMS):
             if a.dim() != 2:
                 raise AssertionError("Per-token NVFP4 quantization expects a 2D input")
             k = a.shape[1]
+            if isinstance(k, int) and k % 16 != 0:
+                raise AssertionError("K (%s) must be divisible by NVFP4_SF_VEC_SIZE=16" % (k,))
             torch._check(k % 16 == 0, lambda: "K (%s) must be divisible by NVFP4_SF_VEC_SIZE=16" % (k,))
             return _per_token_outputs(a, sfLayout)
         if backend == "cake" and backend in RELEASE["per_token_backends"]:
