@@ -30,8 +30,9 @@ names the parameters it sets (``variant``), which the release must have. ``mm_fp
 ``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
 
 Which fp4patch spec makes an entry traceable is data: ``spec`` when given, else the function's
-name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``); ``verify --trace``
-runs the entries of every such spec that is applied, variants aside (a scan reports them; what a spec
+name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``), and ``fallback_spec`` the one whose
+op the call reaches where that spec is not applied (``nvfp4_quantize``'s default call: its own op from 0.6.11,
+``fp4_quantize``'s before); ``verify --trace`` runs the entries of every such spec that is applied, variants aside (a scan reports them; what a spec
 promises for them its own tests check).
 
 Device stubs (CPU stand-ins): those of ``trace_probe`` (capability (10, 0), device properties),
@@ -270,7 +271,9 @@ FUNCTIONS = [
     {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
     {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
     {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",)},
-    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "nvfp4-quantize-fullgraph"},
+    # its own op from 0.6.11 (per_token_activation); before, and without that spec, the call reaches fp4_quantize's
+    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "nvfp4-quantize-fullgraph",
+     "fallback_spec": "fp4-quantize-fullgraph"},
     {
         "name": "nvfp4_quantize[per-token]",
         "function": "nvfp4_quantize",
@@ -355,9 +358,10 @@ def spec_for(entry):
 
 
 def catalog():
-    """The entries as plain data: ``[{name, function, spec, variant}]`` (no torch needed); ``variant``:
+    """The entries as plain data: ``[{name, function, spec, fallback_spec, variant}]`` (no torch needed); ``variant``:
     whether the entry is a variant of the function's default call (a bool)."""
-    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e), "variant": bool(e.get("variant"))} for e in FUNCTIONS]
+    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e), "fallback_spec": e.get("fallback_spec"), "variant": bool(e.get("variant"))}
+            for e in FUNCTIONS]
 
 
 # --------------------------------------------------------------------------- #
