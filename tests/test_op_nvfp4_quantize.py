@@ -15,6 +15,7 @@ wheels of the first release with ``per_token_activation`` (0.6.11) and of 0.7.4,
 * the token dimension marked dynamic or unbacked (M = 0 included): one graph and one frame over several token counts,
   the token size a symbol (``tests/nvfp4_quantize_child.py``);
 * the product's fake check passes every case of the grid;
+* the op's eager body runs the real wrapper with the caller's scale (a float stays the same float);
 * the default spec set applies and reverts byte-identically, and before 0.6.11 the spec is not-needed.
 """
 
@@ -163,6 +164,50 @@ def test_fake_check_passes(version: str, tmp_path_factory) -> None:
     for m in (0, 1, 8, 127, 129):
         for layout in ("layout_128x4", "layout_8x4", "layout_linear"):
             assert {f"per-token cuda M={m} K=64 {layout}", f"per-tensor cuda M={m} K=64 {layout}"} <= names
+
+
+OP_BODY_CHILD = r"""
+import importlib.util, json, sys
+import torch
+P = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("_oracle", P["oracle"])
+oracle = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(oracle)
+out = {}
+with oracle.device_stubs(), oracle.jit_modules_replaced() as kernels:
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # CPU tensors stand in for the CUDA ones
+    import flashinfer
+    import flashinfer.quantization.fp4_quantization as module
+    module.get_compute_capability = lambda device: (10, 0)
+    assert module._fp4patch_nvfp4_quantize_ready()
+    entry = module._fp4patch_nvfp4_quantize_entry  # what the redirect calls while compiling: the op, run eagerly here
+    linear = flashinfer.SfLayout.layout_linear
+    for name, scale, per_token in (("float", P["scale"], True), ("tensor", 0.25, True), ("per-tensor", 0.25, False)):
+        before = len(kernels.calls)
+        s = scale if name == "float" else torch.full((1,), scale)
+        result = entry(a=torch.zeros((8, 64), dtype=torch.bfloat16), a_global_sf=s, sfLayout=linear, per_token_activation=per_token)
+        calls = kernels.calls[before:]
+        out[name] = {"kernels": [c[0] for c in calls], "floats": [a for c in calls for a in c[1] if isinstance(a, float)],
+                     "outputs": [[list(t.shape), str(t.dtype)] for t in result]}
+print("FP4PATCH-OPBODY " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_op_body_runs_the_wrapper_with_the_callers_scale(version: str, tmp_path_factory) -> None:
+    """The op's eager body (the custom op on CPU tensors, the JIT module replaced by the oracle's recorder) runs the
+    real wrapper: a float scale crossed the schema as a 0-d float64 tensor and reaches the kernel as the caller's
+    float, a tensor scale as its value (the wrapper's own .item()); per tensor, the two outputs of fp4_quantize."""
+    site = applied_site(version, tmp_path_factory)
+    params = {"oracle": str(REPO / "fp4patch" / "oracle.py"), "scale": PER_TOKEN_SCALE}
+    result = child_json(site, OP_BODY_CHILD, params, mark="FP4PATCH-OPBODY ", timeout=600)
+    for name, scale in (("float", PER_TOKEN_SCALE), ("tensor", 0.25)):
+        r = result[name]
+        assert r["kernels"] == ["nvfp4_quant_and_per_token_scale"] and r["floats"] == [scale], (version, name, r)
+        assert r["outputs"] == [[[M, 32], "torch.uint8"], [[M, 4], "torch.uint8"], [[M], "torch.float32"]], (version, name, r)
+    r = result["per-tensor"]
+    assert r["kernels"] and "nvfp4_quant_and_per_token_scale" not in r["kernels"], (version, r)
+    assert r["outputs"] == [[[M, 32], "torch.uint8"], [[M, 4], "torch.uint8"]], (version, r)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
