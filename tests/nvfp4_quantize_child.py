@@ -47,7 +47,7 @@ scan_probe.install_device_stubs(torch)
 probe = scan_probe._trace_probe()
 
 import flashinfer  # after the device stubs
-from flashinfer import SfLayout  # noqa: E402
+from flashinfer import SfLayout
 
 
 def caller(kwargs, new):
@@ -87,7 +87,7 @@ def run_graph(name, kwargs):
     rec = {"name": name}
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="cuda")  # noqa: E731
+            new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="cuda")
             f, s = caller(kwargs, new)
             result = torch.compile(f, fullgraph=True, backend=record, dynamic=False)(new((8, K), torch.bfloat16), s)
         rec["outputs"] = [meta(r) for r in result]
@@ -116,7 +116,7 @@ def run_dynamic(kind, kwargs, token_counts):
         return run
 
     rec = {"kind": kind, "token_counts": token_counts}
-    new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")  # noqa: E731
+    new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
     f, s = caller(kwargs, new)
     compiled = torch.compile(f, fullgraph=True, backend=backend)
     try:

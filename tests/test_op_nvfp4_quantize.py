@@ -31,7 +31,7 @@ from fp4patch.environment import from_site_packages
 from fp4patch.fake_check import run_fake_check
 
 from . import op_grids
-from .conftest import REPO, applied_site, linked_site, release_site, run_cli  # noqa: F401 - linked_site: a fixture
+from .conftest import REPO, applied_site, release_site, run_cli
 from .python_forkserver import child_json
 
 pytestmark = [
