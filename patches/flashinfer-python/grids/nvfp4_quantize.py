@@ -17,7 +17,7 @@ The wrapper (``flashinfer/quantization/fp4_quantization.py``; patched as its own
 * per tensor: ``backend="cuda"`` calls ``fp4_quantize`` with the flags ``sfLayout`` gives (the kernel entry
   ``fp4_quantize_sm100`` allocates); cases M in {0, 1, 8, 127, 129} x each ``sfLayout``, fp16 / fp8 / 3-D input,
   ``sf_vec_size=32``, and what the wrapper refuses (``expanded_idx_to_permuted_idx``, ``out_scale``, a float
-  scale, an unknown backend, ``backend="cake"`` per tensor on 0.7.4).
+  scale, an unknown backend, ``backend="cake"`` per tensor, 0.7.2+).
 
 Refused by the fake under compile (fp4patch's one-line error): ``do_shuffle=True``, per-tensor ``backend="cute-dsl"``,
 ``backend="cake"`` per token, ``batch_invariant=True``. A per-token backend the grid does not know is ``unchecked``.

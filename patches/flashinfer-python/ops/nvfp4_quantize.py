@@ -27,7 +27,7 @@ raised by the fake with the wrapper's message.
 Refused under compile (``_refuse``: fp4patch's one line is the first line of the error): ``do_shuffle=True`` (the
 TRT-LLM weight shuffle, a load-time transform whose row permutation is computed on the host),
 ``backend="cute-dsl"`` per tensor (its TMA / vector kernel choice is ``fp4_quantize``'s, not mirrored here),
-``backend="cake"`` per token (0.7.4, experimental), ``batch_invariant=True`` (0.7.4). Not checked by the fake
+``backend="cake"`` per token (0.7.2+, experimental), ``batch_invariant=True`` (0.7.4). Not checked by the fake
 (the op raises when it runs): the recipe check of an explicit ``nvfp4_4over6`` against a float scale, CuTe-DSL not
 installed, a GPU below SM100, the C++ launcher's dtype / K checks.
 
