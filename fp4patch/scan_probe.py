@@ -25,13 +25,14 @@ FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
 
 Besides each function's default call, *variants* (``name[variant]``, counted as entries of their own) make
 the calls engines make: each backend of ``fp4_quantize`` and ``mxfp8_quantize`` (SGLang's CuTe-DSL call on
-SM100), vLLM's per-token ``nvfp4_quantize``, the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
+SM100), vLLM's per-token ``nvfp4_quantize`` and SGLang's (``backend="cute-dsl"``), the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
 names the parameters it sets (``variant``), which the release must have. ``mm_fp4[...]`` and
 ``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
 
 Which fp4patch spec makes an entry traceable is data: ``spec`` when given, else the function's
-name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``); ``verify --trace``
-runs the entries of every such spec that is applied, variants aside (a scan reports them; what a spec
+name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``), and ``fallback_spec`` the one whose
+op the call reaches where that spec is not applied (``nvfp4_quantize``'s default call: its own op from 0.6.11,
+``fp4_quantize``'s before); ``verify --trace`` runs the entries of every such spec that is applied, variants aside (a scan reports them; what a spec
 promises for them its own tests check).
 
 Device stubs (CPU stand-ins): those of ``trace_probe`` (capability (10, 0), device properties),
@@ -275,6 +276,9 @@ _SGLANG_MXFP8 = {"is_sf_swizzled_layout": True, "alignment": 32, "backend": "cut
 #: vLLM's per-token NVFP4 activation quantization: nvfp4_quantize(h, global_scale, sfLayout=SfLayout.layout_linear,
 #: per_token_activation=True)
 _VLLM_PER_TOKEN = {"sfLayout": lambda: _sf_layout("layout_linear"), "per_token_activation": True}
+#: SGLang's per-token NVFP4 activation quantization on SM100 (its FP4 all-gather and TRT-LLM MoE paths):
+#: nvfp4_quantize(h, scale, sfLayout=SfLayout.layout_linear, per_token_activation=True, backend="cute-dsl")
+_SGLANG_PER_TOKEN = {**_VLLM_PER_TOKEN, "backend": "cute-dsl"}
 
 
 def _trtllm_moe(routed):
@@ -288,13 +292,22 @@ FUNCTIONS = [
     {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
     {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
     {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",)},
-    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
+    # its own op from 0.6.11 (per_token_activation); before, and without that spec, the call reaches fp4_quantize's
+    {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "nvfp4-quantize-fullgraph",
+     "fallback_spec": "fp4-quantize-fullgraph"},
     {
         "name": "nvfp4_quantize[per-token]",
         "function": "nvfp4_quantize",
         "args": _with(_quantizer_args, **_VLLM_PER_TOKEN),
-        "spec": "fp4-quantize-fullgraph",
+        "spec": "nvfp4-quantize-fullgraph",
         "variant": ("sfLayout", "per_token_activation"),
+    },
+    {
+        "name": "nvfp4_quantize[per-token,cute-dsl]",
+        "function": "nvfp4_quantize",
+        "args": _with(_quantizer_args, **_SGLANG_PER_TOKEN),
+        "spec": "nvfp4-quantize-fullgraph",
+        "variant": ("sfLayout", "per_token_activation", "backend"),
     },
     {"name": "mxfp4_quantize", "function": "mxfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
     {"name": "nvfp4_batched_quantize", "function": "nvfp4_batched_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
@@ -381,9 +394,10 @@ def spec_for(entry):
 
 
 def catalog():
-    """The entries as plain data: ``[{name, function, spec, variant}]`` (no torch needed); ``variant``:
+    """The entries as plain data: ``[{name, function, spec, fallback_spec, variant}]`` (no torch needed); ``variant``:
     whether the entry is a variant of the function's default call (a bool)."""
-    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e), "variant": bool(e.get("variant"))} for e in FUNCTIONS]
+    return [{"name": e["name"], "function": e["function"], "spec": spec_for(e), "fallback_spec": e.get("fallback_spec"), "variant": bool(e.get("variant"))}
+            for e in FUNCTIONS]
 
 
 # --------------------------------------------------------------------------- #

@@ -83,10 +83,12 @@ def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout
 
 
 def scan_entries() -> list[dict[str, str]]:
-    """The scan's entries as ``[{name, function, spec, variant}]``, read from ``scan_probe.py`` without torch.
+    """The scan's entries as ``[{name, function, spec, fallback_spec, variant}]``, read from ``scan_probe.py`` without torch.
 
     ``spec`` is the fp4patch spec id that makes the entry compile (``<function-kebab>-fullgraph``
-    unless the entry names another, e.g. ``nvfp4_quantize`` -> ``fp4-quantize-fullgraph``).
+    unless the entry names another, e.g. ``mxfp4_quantize`` -> ``fp4-quantize-fullgraph``);
+    ``fallback_spec`` (or None) the one whose op the call reaches where ``spec`` is not applied
+    (``nvfp4_quantize``: ``nvfp4-quantize-fullgraph`` from 0.6.11, before it ``fp4-quantize-fullgraph``).
     """
     import importlib.util
 
@@ -99,8 +101,9 @@ def scan_entries() -> list[dict[str, str]]:
 
 def entries_for_specs(spec_ids: set[str]) -> list[str]:
     """Names of the scan entries that the specs ``spec_ids`` make traceable (in scan order): each
-    function's default call, not its variants (``name[variant]``, reported by ``scan`` only)."""
-    return [e["name"] for e in scan_entries() if e["spec"] in spec_ids and not e.get("variant")]
+    function's default call, not its variants (``name[variant]``, reported by ``scan`` only), whose
+    ``spec`` or ``fallback_spec`` is among them."""
+    return [e["name"] for e in scan_entries() if (e["spec"] in spec_ids or e.get("fallback_spec") in spec_ids) and not e.get("variant")]
 
 
 def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: list[str] | None = None, timeout: float = 1800.0) -> dict[str, Any]:

@@ -45,6 +45,8 @@ GEMM_MOE = ["mm_fp4", "bmm_fp8", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block
 NORM = ["rmsnorm_quant", "fused_add_rmsnorm_quant"]
 #: the TRT-LLM-Gen FP8 MoE ops (checked in depth, the product check included, by tests/test_op_fp8_moe.py)
 FP8_MOE = ["trtllm_fp8_block_scale_moe", "trtllm_fp8_per_tensor_scale_moe"]
+#: nvfp4_quantize's own op (0.6.11+, per_token_activation; checked in depth by tests/test_op_nvfp4_quantize.py)
+NVFP4 = ["nvfp4_quantize"]
 #: those whose unfinalized outputs come from the C++ launcher (not visible on CPU)
 TRTLLM = GEMM_MOE[2:4]
 QUANTIZERS = [
@@ -248,11 +250,11 @@ def test_requests_carry_each_target_s_params_and_release_data() -> None:
                 nodes = [n for n in ast.parse(op.source).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASE"]
                 assert len(nodes) <= 1
                 assert request.release == {**(ast.literal_eval(nodes[0].value) if nodes else {}), **op.release}
-    for function in QUANTIZERS + GEMM_MOE + NORM + FP8_MOE:  # each custom op has its grid
+    for function in QUANTIZERS + GEMM_MOE + NORM + FP8_MOE + NVFP4:  # each custom op has its grid
         assert (GRIDS / f"{function}.py").is_file()
     # and no grid is left without a custom op (files starting with "_" are the grids' shared helpers)
     functions = {kw["target"].function for spec in op_grids.specs().values() for t in spec.targets for kind, kw in t.operation_specs if kind == "custom-op"}
-    assert {p.stem for p in GRIDS.glob("*.py") if not p.name.startswith("_")} == functions == set(QUANTIZERS + GEMM_MOE + NORM + FP8_MOE)
+    assert {p.stem for p in GRIDS.glob("*.py") if not p.name.startswith("_")} == functions == set(QUANTIZERS + GEMM_MOE + NORM + FP8_MOE + NVFP4)
 
 
 def _module_level_imports(path: Path) -> set[str]:

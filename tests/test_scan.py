@@ -49,13 +49,11 @@ NEW_IN_07 = {"mxfp8_grouped_quantize", "silu_and_mul_mxfp8_experts_quantize", "r
 # The variants of a function's default call, and those whose parameters 0.6.0 lacks (backend: 0.6.7 / 0.6.8,
 # per_token_activation: 0.6.11).
 VARIANTS = {
-    "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
-    "trtllm_fp4_block_scale_moe[do_finalize=False]", "trtllm_fp4_block_scale_routed_moe[do_finalize=False]",
-    "trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]",
-}
-# (do_finalize of the FP8 MoE wrappers: 0.6.5)
-VARIANTS_NOT_IN_060 = {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
-                       "trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]"}
+    else:  # 0.7.4: each backend of the two quantizers traces (mxfp8's cute-dsl mirrored from issue 19), the
+        # per-token nvfp4_quantize calls of vLLM and SGLang (nvfp4-quantize-fullgraph's own op), FP8 MoE deferred too
+        compiles = deferred | {"trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]"} | {
+            "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
+            "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]"}
 # The FP4-path functions of the issue (and of ../shared/fp4-path-scan.md), each at least once in the scan.
 FP4_PATH = {
     "fp4_quantize", "nvfp4_quantize", "mxfp4_quantize", "nvfp4_batched_quantize", "scaled_fp4_grouped_quantize",
@@ -98,6 +96,9 @@ def test_the_scan_covers_every_function_of_the_fp4_path() -> None:
     by_name = {e["name"]: e["spec"] for e in entries}
     assert by_name["mm_fp4[auto]"] == "mm-fp4-fullgraph" and by_name["bmm_fp8"] == "bmm-fp8-fullgraph"
     assert entries_for_specs({"fp4-quantize-fullgraph"}) == ["fp4_quantize", "nvfp4_quantize", "mxfp4_quantize"]
+    # nvfp4_quantize: its own op from 0.6.11, fp4_quantize's where that spec is not applied (not-needed before 0.6.11)
+    assert by_name["nvfp4_quantize"] == by_name["nvfp4_quantize[per-token]"] == "nvfp4-quantize-fullgraph"
+    assert entries_for_specs({"nvfp4-quantize-fullgraph"}) == ["nvfp4_quantize"]
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
@@ -155,10 +156,11 @@ def check_variants_after_apply(site: Path, version: str, variants: dict) -> None
     if version == "0.6.0":
         compiles = deferred
         assert {n for n, r in variants.items() if r["status"] == "not-present"} == VARIANTS_NOT_IN_060
-    else:  # 0.7.4: each backend of the two quantizers traces (mxfp8's cute-dsl mirrored from issue 19); FP8 MoE deferred too
-        compiles = deferred | {"trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]"} | {"fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"}
-        # per-token nvfp4_quantize: still the JIT wall (it needs its own op, issue 19)
-        assert_wall_named(site, variants["nvfp4_quantize[per-token]"])
+    else:  # 0.7.4: each backend of the two quantizers traces (mxfp8's cute-dsl mirrored from issue 19), the
+        # per-token nvfp4_quantize calls of vLLM and SGLang (nvfp4-quantize-fullgraph's own op), FP8 MoE deferred too
+        compiles = deferred | {"trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]"} | {
+            "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
+            "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]"}
     for name in compiles:
         r = variants[name]
         assert r["status"] == "compiles" and r["graphs"] == 1 and r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r

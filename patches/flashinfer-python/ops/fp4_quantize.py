@@ -36,6 +36,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._fp4_layout import _fp4_cuda_outputs, _round_up
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
 from ._refusal import _refuse
 
@@ -70,10 +71,6 @@ RELEASE = {
     "cute_dsl_tma_log2_mk": 25,
 }
 MUTATES_ARGS = ()
-
-
-def _round_up(x, y):
-    return (x + y - 1) // y * y
 
 
 def _known(condition, default):
@@ -235,32 +232,4 @@ def fake(**OP_PARAMS):
         raise ValueError(RELEASE["unknown_backend"].format(backend=backend))
     if backend == "cute-dsl":
         return _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzled_layout, is_sf_8x4_layout, nvfp4_4over6)
-    shape = list(input.shape)
-    is_column_major = input.stride(-2) == 1
-    if is_column_major:
-        shape[-2], shape[-1] = shape[-1], shape[-2]
-    k = shape[-1]
-    torch._check(k % sf_vec_size == 0, lambda: "fp4_quantize: K=%s is not a multiple of sf_vec_size=%s" % (k, sf_vec_size))
-    m = 1
-    for d in shape[:-1]:
-        m = m * d
-    cols = k // sf_vec_size
-    if not is_sf_swizzled_layout:
-        sf_shape = [m, cols]
-    elif RELEASE["sf_padded_columns"]:
-        sf_shape = [_round_up(m, 8 if is_sf_8x4_layout else 128), _round_up(cols, 4)]
-    else:  # sf.reshape((-1, cols)) of the padded buffer
-        numel = _round_up(m, 8 if is_sf_8x4_layout else 128) * _round_up(cols, 4)
-        torch._check(numel % cols == 0, lambda: "shape '[-1, %s]' is invalid for input of size %s" % (cols, numel))
-        sf_shape = [numel // cols, cols]
-    q_shape = shape[:-1] + [k // 2]
-    q_stride = [1] * len(q_shape)
-    for i in range(len(q_shape) - 2, -1, -1):
-        q_stride[i] = q_stride[i + 1] * q_shape[i + 1]
-    sf_stride = [sf_shape[1], 1]
-    if is_column_major:
-        for dims in (q_shape, q_stride, sf_shape, sf_stride):
-            dims[-2], dims[-1] = dims[-1], dims[-2]
-    x_q = torch.empty_strided(q_shape, q_stride, dtype=torch.uint8, device=input.device)
-    sf = torch.empty_strided(sf_shape, sf_stride, dtype=torch.uint8, device=input.device)
-    return x_q, sf
+    return _fp4_cuda_outputs(input, sf_vec_size, is_sf_swizzled_layout, is_sf_8x4_layout, RELEASE["sf_padded_columns"])
