@@ -14,9 +14,9 @@ wrapper's own code. ``out`` (0.7.2.post1+, keyword-only: a caller's buffer, kept
 crosses into the op: ``entry`` checks it as the wrapper does, copies the op's result into it and returns it, so
 the caller gets its own tensor, written in place, at the cost of one device copy of the scale factors.
 
-The fake raises what the Python code raises: the dtype ``AssertionError``, an ``IndexError`` for a tensor of
-fewer than two dims (``unswizzled_sf.shape[-2]``), and with ``out`` the wrapper's ``ValueError`` (its first line
-the first line of the compile error: ``_first_line``). The C++ entry ``BlockScaleInterleave``
+The fake raises what the Python code raises: the dtype ``AssertionError`` and, with ``out``, the wrapper's
+``ValueError`` (both with ``_first_line``: the wrapper's message is the first line of the compile error), and an
+``IndexError`` for a tensor of fewer than two dims (``unswizzled_sf.shape[-2]``). The C++ entry ``BlockScaleInterleave``
 (``csrc/nv_internal/tensorrt_llm/thop/fp4Op.cpp``) refuses a non-contiguous input and more than three dims; the
 fake raises those messages too (``torch._check``). No check reads the sizes, so a symbolic row count never guards.
 """
@@ -64,7 +64,7 @@ def op(unswizzled_sf: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch
 def fake(**OP_PARAMS):
     """A flat contiguous ``[num_experts * round_up(rows, 128) * round_up(cols, 4)]`` of the input's dtype."""
     if str(unswizzled_sf.dtype).replace("torch.", "") not in RELEASE["dtypes"]:
-        raise AssertionError(RELEASE["dtype_error"].format(dtype=unswizzled_sf.dtype))
+        _first_line(AssertionError, RELEASE["dtype_error"].format(dtype=unswizzled_sf.dtype))
     size = _out_size(unswizzled_sf)  # an IndexError below two dims, as in the wrapper
     if out is not None and (
         out.device != unswizzled_sf.device or out.dtype != unswizzled_sf.dtype or tuple(out.shape) != (size,) or not out.is_contiguous()
