@@ -233,3 +233,37 @@ def test_scan_after_apply_compiles_both_and_declares_e2m1(version: str, tmp_path
     assert variant["status"] == ("compiles" if version == "0.7.4" else "not-present"), variant
     e2m1 = got["e2m1_and_ufp8sf_scale_to_float"]
     assert e2m1["status"] == "not-needed" and "host op" in e2m1["declared"], e2m1
+
+
+OPCHECK_CASES_CHILD = r"""
+import json, sys
+P = json.loads(sys.argv[1])
+sys.path.insert(0, P["probe_dir"])
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+import opcheck_probe as p
+op = p.patched_op("block_scale_interleave")
+out = {"op": str(op._schema.name), "cases": {}}
+with FakeTensorMode(allow_non_fake_inputs=True):
+    for name, kwargs in p.CASES["block_scale_interleave"](torch, torch.device("meta")):
+        r = op(**kwargs)
+        s = kwargs["unswizzled_sf"]
+        out["cases"][name] = {"input": [list(s.shape), str(s.dtype)], "output": [list(r.shape), list(r.stride()), str(r.dtype)]}
+print("FP4PATCH-OPCHECK-CASES " + json.dumps(out))
+"""
+
+
+@needs_torch
+@pytest.mark.torch
+def test_opcheck_cases_reach_the_op_and_its_fake(tmp_path_factory) -> None:
+    """The GPU probe's block_scale_interleave cases (``fp4patch/opcheck_probe.py``; run on an H200 by
+    ``verify --opcheck``) find the patched op and are accepted by its fake: rows 1..129, cols 6 / 16 / 448, bfloat16,
+    3-D, each giving the wrapper's flat size."""
+    site = applied_site("0.7.4", tmp_path_factory)
+    got = child_json(site, OPCHECK_CASES_CHILD, {"probe_dir": str(REPO / "fp4patch")}, mark="FP4PATCH-OPCHECK-CASES ", timeout=600)
+    assert got["op"].startswith("fp4patch::block_scale_interleave_"), got
+    assert len(got["cases"]) >= 14, got["cases"]
+    for name, r in got["cases"].items():
+        shape, dtype = r["input"]
+        experts = shape[0] if len(shape) == 3 else 1
+        assert r["output"] == [[_flat(shape[-2], shape[-1], experts)], [1], dtype], (name, r)

@@ -1,5 +1,6 @@
 """Shared helpers of the op sources: fp4patch's refusal of a call whose outputs a fake does not mirror (``_refuse``),
-and FlashInfer's own error raised from a fake as the first line of a compile error (``_first_line``).
+and FlashInfer's own error raised from a fake as the first line of a compile error (``_first_line``; for the
+``nvfp4_4over6`` codes of ``_nvfp4_4over6.py``: ``_check_nvfp4_4over6``).
 
 Not an op source: the renderer (``fp4patch/custom_op.py``) copies ``_refuse`` / ``_first_line`` into the rendered block of
 an op source that imports it (``from ._refusal import _refuse``), so nothing installed imports this file.
@@ -48,3 +49,21 @@ def _first_line(error_class, message):
     except ImportError:  # a torch without Dynamo: nothing wraps the message
         raise error_class(message) from None
     raise type(error_class.__name__, (Unsupported, error_class), {"__module__": error_class.__module__})(message)
+
+
+def _check_nvfp4_4over6(code, function):
+    """The fake's side of ``nvfp4_4over6`` (the codes of ``ops/_nvfp4_4over6.py``), each as the compile error's
+    first line: -2 (a ``NVFP44Over6Config``, which cannot cross the schema) is fp4patch's refusal (``_refuse``);
+    -3 (a value that is neither a config nor ``None``) the TypeError of FlashInfer's ``resolve_nvfp4_4over6``
+    (0.7.1 .. 0.7.4, ``flashinfer/quantization/nvfp4_quantization_utils.py``; the value's type does not cross);
+    any code but -1 / 0 (the op called directly) a ValueError. A fake calls it where the wrapper resolves the
+    argument, after FlashInfer's own checks that an explicit value already fails."""
+    if code == -2:
+        _refuse(
+            f"{function}(nvfp4_4over6=<NVFP44Over6Config>)",
+            "a NVFP44Over6Config cannot cross the custom-op schema; omit nvfp4_4over6 or pass None",
+        )
+    if code == -3:
+        _first_line(TypeError, "nvfp4_4over6 must be an NVFP44Over6Config or None (or omitted); got a value of another type.")
+    if code not in (-1, 0):
+        _first_line(ValueError, f"fp4patch: {function}: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got {code!r}")
