@@ -117,10 +117,11 @@ def _cases_block_scale_interleave(torch, dev):
     # experts * round_up(rows, 128) * round_up(cols, 4) output. out= (0.7.2.post1+) never reaches the op (entry writes it).
     for rows in (1, 8, 127, 129):
         for cols in (6, 16, 448):
-            yield f"rows={rows} cols={cols} uint8", dict(unswizzled_sf=torch.randint(0, 256, (rows, cols), device=dev, dtype=torch.uint8))
-    yield "rows=129 cols=448 bfloat16", dict(unswizzled_sf=torch.randn(129, 448, device=dev, dtype=torch.bfloat16))
+            yield f"rows={rows} cols={cols} uint8", {"unswizzled_sf": torch.randint(0, 256, (rows, cols), device=dev, dtype=torch.uint8)}
+    yield "rows=129 cols=448 bfloat16", {"unswizzled_sf": torch.randn(129, 448, device=dev, dtype=torch.bfloat16)}
     for experts in (1, 4):
-        yield f"experts={experts} rows=129 cols=448 uint8", dict(unswizzled_sf=torch.randint(0, 256, (experts, 129, 448), device=dev, dtype=torch.uint8))
+        shape = (experts, 129, 448)
+        yield f"experts={experts} rows=129 cols=448 uint8", {"unswizzled_sf": torch.randint(0, 256, shape, device=dev, dtype=torch.uint8)}
 
 
 CASES = {

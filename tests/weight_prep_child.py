@@ -43,7 +43,7 @@ scan_probe = _load(P["scan_probe"], "_weightprep_scan_probe")
 scan_probe.install_device_stubs(torch)
 probe = scan_probe._trace_probe()
 
-import flashinfer  # after the device stubs  # noqa: E402
+import flashinfer  # after the device stubs
 
 
 def _forms():
