@@ -542,7 +542,7 @@ def scan(
     def body() -> int:
         from .environment import find_distribution
         from .render import is_terminal, scan_lines, scan_summary, scan_table
-        from .trace import run_scan, scan_entries
+        from .trace import declare_not_needed, run_scan, scan_entries
 
         if python and site_packages:
             raise UsageError("give --python or --site-packages, not both")
@@ -563,9 +563,10 @@ def scan(
         dist = find_distribution(env, "flashinfer-python")
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
         payload = run_scan(env, dist.site_packages if site_packages else None, only=names)
-        results = payload["results"]
+        # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
+        results = declare_not_needed(payload["results"], dist.version)
         if as_json:
-            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call")}
+            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call", "not-needed")}
             print(json.dumps({**h, "flashinfer": payload.get("flashinfer"), "torch": payload.get("torch"), "counts": counts, "functions": results}, indent=2))
             return EXIT_OK
         title = f"{h['distribution']} {h['version']} under torch.compile(fullgraph=True), CPU fake tensors (torch {payload.get('torch')})"

@@ -134,6 +134,18 @@ def _cases_fused_add_rmsnorm_quant(torch, dev):
             yield f"M={m} K={k}", dict(out=out, input=x, residual=residual, weight=w, scale=torch.tensor(1.0, device=dev), eps=1e-6)
 
 
+def _cases_block_scale_interleave(torch, dev):
+    # uint8 block scales (and bfloat16, accepted from 0.6.0) of [rows, cols] and [experts, rows, cols]: the op's flat
+    # experts * round_up(rows, 128) * round_up(cols, 4) output. out= (0.7.2.post1+) never reaches the op (entry writes it).
+    for rows in (1, 8, 127, 129):
+        for cols in (6, 16, 448):
+            yield f"rows={rows} cols={cols} uint8", {"unswizzled_sf": torch.randint(0, 256, (rows, cols), device=dev, dtype=torch.uint8)}
+    yield "rows=129 cols=448 bfloat16", {"unswizzled_sf": torch.randn(129, 448, device=dev, dtype=torch.bfloat16)}
+    for experts in (1, 4):
+        shape = (experts, 129, 448)
+        yield f"experts={experts} rows=129 cols=448 uint8", {"unswizzled_sf": torch.randint(0, 256, shape, device=dev, dtype=torch.uint8)}
+
+
 CASES = {
     "fp4_quantize": _cases_fp4_quantize,
     "nvfp4_batched_quantize": _cases_nvfp4_batched_quantize,
@@ -144,6 +156,7 @@ CASES = {
     "mm_fp4": _cases_mm_fp4,
     "rmsnorm_quant": _cases_rmsnorm_quant,
     "fused_add_rmsnorm_quant": _cases_fused_add_rmsnorm_quant,
+    "block_scale_interleave": _cases_block_scale_interleave,
 }
 
 

@@ -176,7 +176,7 @@ def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-SCAN_STYLE = {"compiles": "green", "fails": "red", "not-present": "dim", "no-call": "yellow"}
+SCAN_STYLE = {"compiles": "green", "fails": "red", "not-present": "dim", "no-call": "yellow", "not-needed": "cyan"}
 
 
 def scan_detail(r: dict[str, Any]) -> str:
@@ -210,9 +210,12 @@ def scan_lines(results: list[dict[str, Any]]) -> list[str]:
 
 
 def scan_summary(results: list[dict[str, Any]]) -> str:
-    """``N/M present functions compile as one graph``."""
-    present = [r for r in results if r["status"] != "not-present"]
-    return f"{sum(1 for r in present if r['status'] == 'compiles')}/{len(present)} present functions compile as one graph"
+    """``N/M present functions compile as one graph``, then ``; K declared not needed (names)`` for the functions
+    a spec declares ``not-needed`` (:func:`fp4patch.trace.declare_not_needed`), which M does not count."""
+    present = [r for r in results if r["status"] not in ("not-present", "not-needed")]
+    declared = [r["name"] for r in results if r["status"] == "not-needed"]
+    line = f"{sum(1 for r in present if r['status'] == 'compiles')}/{len(present)} present functions compile as one graph"
+    return line + (f"; {len(declared)} declared not needed, not counted ({', '.join(declared)})" if declared else "")
 
 
 def failure_hint(

@@ -25,7 +25,8 @@ FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
 
 Besides each function's default call, *variants* (``name[variant]``, counted as entries of their own) make
 the calls engines make: each backend of ``fp4_quantize`` and ``mxfp8_quantize`` (SGLang's CuTe-DSL call on
-SM100), vLLM's per-token ``nvfp4_quantize`` and SGLang's (``backend="cute-dsl"``), the TRT-LLM-Gen MoE ops with ``do_finalize=False``. A variant
+SM100), vLLM's per-token ``nvfp4_quantize`` and SGLang's (``backend="cute-dsl"``), the TRT-LLM-Gen MoE ops with ``do_finalize=False``,
+``block_scale_interleave`` into a caller's ``out=``. A variant
 names the parameters it sets (``variant``), which the release must have. ``mm_fp4[...]`` and
 ``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
 
@@ -318,6 +319,13 @@ FUNCTIONS = [
         "args": lambda t, torch: _grouped_args(t, torch, 2 * I_MOE, True),
     },
     {"name": "block_scale_interleave", "function": "block_scale_interleave", "args": lambda t, torch: {"unswizzled_sf": lambda: t((M, K // 16), torch.uint8)}},
+    # the caller's buffer (0.7.2.post1+), kept across CUDA graph replays
+    {
+        "name": "block_scale_interleave[out]",
+        "function": "block_scale_interleave",
+        "args": lambda t, torch: {"unswizzled_sf": lambda: t((M, K // 16), torch.uint8), "out": lambda: t((_sf_128x4(M, K // 16),), torch.uint8)},
+        "variant": ("out",),
+    },
     {
         "name": "e2m1_and_ufp8sf_scale_to_float",
         "function": "e2m1_and_ufp8sf_scale_to_float",
@@ -561,6 +569,8 @@ def describe(r):
         return "not present ({})".format(r["error"]) if r.get("error") else "not present"
     if r["status"] == "no-call":
         return "not scanned: {}".format(r["error"])
+    if r["status"] == "not-needed":  # set by fp4patch (trace.declare_not_needed): the spec declares it, with a reason
+        return "not needed: {}".format(r.get("declared") or "declared by its spec")
     text = r["error"] or "fails"
     if r.get("raised"):
         text += " ({})".format(r["raised"] if len(r["raised"]) <= 80 else r["raised"][:77] + "...")

@@ -124,6 +124,29 @@ def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: li
     return _run_script(SCAN, ["--only", *only] if only is not None else [], env, site_packages, timeout, "scan", label="fp4patch scan")
 
 
+def declare_not_needed(results: list[dict[str, Any]], version: Any, specs: list | None = None) -> list[dict[str, Any]]:
+    """``results`` (the scan's, :func:`run_scan`) with each function that its spec declares ``not-needed`` on
+    ``version`` reported as such: ``status`` ``"not-needed"`` and ``declared`` the spec's reason (what the scan
+    saw, e.g. ``fails``, kept as ``scanned``). A function the installed release lacks stays ``not-present``.
+
+    ``e2m1_and_ufp8sf_scale_to_float`` is one: a host op (a CPU output, a device sync) that fp4patch does not
+    patch (``patches/flashinfer-python/e2m1-and-ufp8sf-scale-to-float-fullgraph.toml``). ``specs``: the loaded
+    specs (:func:`fp4patch.spec.load_specs` of the built-in ones when None). The summary counts these apart
+    (:func:`fp4patch.render.scan_summary`).
+    """
+    from .spec import load_specs
+
+    by_id = {s.id: s for s in (load_specs(None) if specs is None else specs)}
+    out = []
+    for r in results:
+        spec = by_id.get(r.get("spec", ""))
+        targets = spec.targets_for(version) if spec is not None else []
+        if r["status"] != "not-present" and targets and all(t.status == "not-needed" for t in targets):
+            r = {**r, "scanned": r["status"], "status": "not-needed", "passed": False, "declared": targets[0].reason}
+        out.append(r)
+    return out
+
+
 def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 3600.0, case_filter: str = "") -> list[dict[str, Any]]:
     """Run the GPU opcheck probe with ``env.python`` (see module docstring); time in seconds for ``timeout``.
 

@@ -41,8 +41,9 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reas
 GRIDS = REPO / "patches" / "flashinfer-python" / "grids"
 #: the custom ops beyond the quantizers: the GEMMs and the MoE layers
 GEMM_MOE = ["mm_fp4", "bmm_fp8", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe"]
-#: the FP8-out RMSNorm ops (0.6.7+; checked in depth by tests/test_op_norm_quant.py)
-NORM = ["rmsnorm_quant", "fused_add_rmsnorm_quant"]
+#: the FP8-out RMSNorm ops (0.6.7+; checked in depth by tests/test_op_norm_quant.py) and the scale-factor swizzle
+#: of weight preparation (tests/test_op_weight_prep.py)
+NORM = ["rmsnorm_quant", "fused_add_rmsnorm_quant", "block_scale_interleave"]
 #: the TRT-LLM-Gen FP8 MoE ops (checked in depth, the product check included, by tests/test_op_fp8_moe.py)
 FP8_MOE = ["trtllm_fp8_block_scale_moe", "trtllm_fp8_per_tensor_scale_moe"]
 #: nvfp4_quantize's own op (0.6.11+, per_token_activation; checked in depth by tests/test_op_nvfp4_quantize.py)

@@ -29,6 +29,9 @@ def operations(spec: Spec, case: Case):
 def test_every_spec_has_cases() -> None:
     for spec in SPECS:
         applied = [c for c in spec.cases if c.expect == "applied"]
+        if all(t.status for t in spec.targets):  # declarations only (e2m1-and-ufp8sf-scale-to-float-fullgraph): nothing to apply
+            assert not spec.cases, f"{spec.path}: a spec that only declares has no case to run"
+            continue
         assert applied, f"{spec.path}: a spec needs at least one before/after case"
 
 

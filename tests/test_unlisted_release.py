@@ -18,7 +18,7 @@ import pytest
 from .conftest import release_site, run_cli, snapshot
 
 DEFAULT_PATCHING = {  # default specs that patch a file on 0.7.4 (flashinfer-fp4-quantize-op-keywords is obsolete there)
-    "bmm-fp8-fullgraph", "cuda-version-from-torch", "cutlass-fused-moe-fullgraph", "fp4-quantize-fullgraph", "fused-add-rmsnorm-quant-fullgraph",
+    "block-scale-interleave-fullgraph", "bmm-fp8-fullgraph", "cuda-version-from-torch", "cutlass-fused-moe-fullgraph", "fp4-quantize-fullgraph", "fused-add-rmsnorm-quant-fullgraph",
     "mm-fp4-fullgraph", "mxfp8-grouped-quantize-fullgraph", "mxfp8-quantize-fullgraph", "nvfp4-batched-quantize-fullgraph",
     "nvfp4-quantize-fullgraph", "rmsnorm-quant-fullgraph", "scaled-fp4-grouped-quantize-fullgraph", "silu-and-mul-mxfp8-experts-quantize-fullgraph",
     "silu-and-mul-scaled-nvfp4-experts-quantize-fullgraph", "trtllm-fp4-block-scale-moe-fullgraph",

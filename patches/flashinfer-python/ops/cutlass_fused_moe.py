@@ -33,6 +33,7 @@ import torch
 
 from ._moe_helpers import _as_int, _four
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+from ._refusal import _check_nvfp4_4over6
 
 # Release data (defaults: FlashInfer 0.7.4). The fake is the same from 0.6.0 to 0.7.4.
 RELEASE = {
@@ -121,6 +122,7 @@ def op(
 
 def fake(**OP_PARAMS):
     """The wrapper's list without the caller's ``output`` (see the module docstring)."""
+    _check_nvfp4_4over6(nvfp4_4over6, "cutlass_fused_moe")  # a config or a bad value: the compile error's first line
     if min_latency_mode:
         raise NotImplementedError("min latency mode not yet implemented for Blackwell.")
     if backend != "cutlass":

@@ -27,9 +27,14 @@ before 0.6.12, a dtype or K the drivers assert against, a non-CUDA input, NVFP4 
 or with one of more than one element, fp8 input with the ``FLASHINFER_NVFP4_4OVER6`` recipe. Not
 checked by the fake (the op raises when it runs): CuTe-DSL not installed, a GPU below SM100.
 
-Refused under compile (their layouts are not mirrored): ``batch_invariant=True`` (by the fake, with
-``_refuse``: a Dynamo ``Unsupported``, so fp4patch's message is the first line of the error) and an
-``nvfp4_4over6`` config object (by ``entry``). A backend the release does not have is the wrapper's ``ValueError``.
+Refused under compile (their layouts are not mirrored): ``batch_invariant=True`` and an ``nvfp4_4over6`` config
+object (by the fake, with ``_refuse``: a Dynamo ``Unsupported``, so fp4patch's message is the first line of the
+error; ``entry`` sends a config as the code -2). Before that refusal the fake raises what 0.7.4's
+``_resolve_fp4_quantize_recipe`` raises for an explicit value, as the first line of the error (``_first_line``):
+the MXFP4 ``ValueError`` for any value but ``None``, the ``TypeError`` for a value that is neither a config nor
+``None`` (code -3), the e4m3-input ``ValueError`` for a config; so is the e4m3-input ``ValueError`` of the
+``FLASHINFER_NVFP4_4OVER6`` recipe on the CuTe-DSL path. A backend the release does not have is the wrapper's
+``ValueError``.
 """
 import os
 from typing import Optional, Tuple
@@ -38,7 +43,7 @@ import torch
 
 from ._fp4_layout import _fp4_cuda_outputs, _round_up
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
-from ._refusal import _refuse
+from ._refusal import _check_nvfp4_4over6, _first_line, _refuse
 
 RELEASE = {
     # 0.6.8+: swizzled sf reshaped to (-1, round_up(K // sf_vec_size, 4)); before, (-1, K // sf_vec_size)
@@ -133,7 +138,7 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
     # the 4over6 recipe: omitted (-1) reads the environment (current_nvfp4_4over6_config), None (0) is off
     recipe_on = nvfp4 and bool(recipe) and nvfp4_4over6 == -1 and os.environ.get("FLASHINFER_NVFP4_4OVER6") == "1"
     if recipe == "wrapper" and recipe_on and fp8:
-        raise ValueError(RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
+        _first_line(ValueError, RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
     if not (nvfp4 or mxfp4):
         raise ValueError(
             "CuTe-DSL backend does not support sf_vec_size=%s with sf_use_ue8m0=%s. Supported: "
@@ -156,7 +161,7 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
         m, k = input.shape
     _assert(k % sf_vec_size == 0, "K (%s) must be divisible by %s_SF_VEC_SIZE=%s" % (k, "NVFP4" if nvfp4 else "MXFP4", sf_vec_size))
     if recipe in ("driver", "wrapper") and recipe_on and fp8:
-        raise ValueError(RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
+        _first_line(ValueError, RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
     empty = nvfp4 and RELEASE["cute_dsl_empty_return"] and (_known(m == 0, False) or _known(k == 0, False))
     if nvfp4 and not empty:  # the NVFP4 driver's global_scale.float().reshape(1), or float(global_scale)
         if global_scale is None:
@@ -164,7 +169,7 @@ def _cute_dsl_fake(input, global_scale, sf_vec_size, sf_use_ue8m0, is_sf_swizzle
         elif isinstance(global_scale.numel(), int) and global_scale.numel() != 1:
             raise RuntimeError("shape '[1]' is invalid for input of size %d" % global_scale.numel())
     if recipe == "driver-after-empty" and recipe_on and fp8 and not empty:
-        raise ValueError(RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
+        _first_line(ValueError, RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
     cols = k // sf_vec_size
     sf_cols = _round_up(cols, 4) if is_sf_swizzled_layout else cols
     if empty or not is_sf_swizzled_layout:
@@ -220,10 +225,20 @@ def op(
 
 
 def fake(**OP_PARAMS):
-    if nvfp4_4over6 not in (-1, 0):
-        raise ValueError("fp4patch: fp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
+    if nvfp4_4over6 not in (-1, 0, -2, -3):  # the op called directly with another code
+        _check_nvfp4_4over6(nvfp4_4over6, "fp4_quantize")
     if sf_vec_size != 16 and sf_vec_size != 32:
         raise NotImplementedError("sf_vec_size can only be 16 or 32")
+    if nvfp4_4over6 in (-2, -3):  # an explicit value other than None: _resolve_fp4_quantize_recipe (0.7.1+) first
+        if sf_vec_size != 16 or sf_use_ue8m0:
+            _first_line(
+                ValueError,
+                "nvfp4_4over6 applies to NVFP4 only (sf_vec_size=16, sf_use_ue8m0=False); got sf_vec_size=%s, sf_use_ue8m0=%s."
+                % (sf_vec_size, sf_use_ue8m0),
+            )
+        if nvfp4_4over6 == -2 and input.dtype == torch.float8_e4m3fn:  # an explicit recipe for e4m3 input
+            _first_line(ValueError, RELEASE["cute_dsl_recipe_fp8_error"].format(dtype=input.dtype))
+        _check_nvfp4_4over6(nvfp4_4over6, "fp4_quantize")  # -3: resolve_nvfp4_4over6's TypeError; -2: refused
     if batch_invariant and backend != "auto":
         raise ValueError("fp4_quantize: batch_invariant=True requires backend='auto' (got backend=%r)" % (backend,))
     if batch_invariant:  # fp4patch's one-line error, the first line torch.compile prints (ops/_refusal.py)

@@ -18,6 +18,7 @@ from typing import Tuple
 import torch
 
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+from ._refusal import _check_nvfp4_4over6, _first_line
 
 # Release data: none differs between releases beyond the parameter list (nvfp4_4over6 from 0.7.1).
 RELEASE = {}
@@ -40,6 +41,9 @@ def op(a: torch.Tensor, a_global_sf: torch.Tensor, sf_vec_size: int = 16, nvfp4_
 
 def fake(**OP_PARAMS):
     """uint8 ``[B, M, K // 2]`` and uint8 ``[B, round_up(M, 128) * round_up(K // sf_vec_size, 4)]``, contiguous."""
+    if nvfp4_4over6 == -2 and a.dtype == torch.float8_e4m3fn:  # the wrapper's refusal of an explicit recipe for e4m3 input
+        _first_line(ValueError, "NVFP4 4over6 (from the nvfp4_4over6= argument or the FLASHINFER_NVFP4_4OVER6* environment) requires fp16 or bf16 input, got %s." % (a.dtype,))
+    _check_nvfp4_4over6(nvfp4_4over6, "nvfp4_batched_quantize")  # a config or a bad value: the compile error's first line
     b, m, k = a.shape
     torch._check(a.is_contiguous(), lambda: "self must be contiguous")
     torch._check(sf_vec_size == 16, lambda: "sfVecSize can only be 16")

@@ -22,6 +22,7 @@ import torch
 
 from ._grouped_quantize import _check_grouped_nvfp4, _grouped_nvfp4_outputs
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+from ._refusal import _check_nvfp4_4over6
 
 RELEASE = {}
 MUTATES_ARGS = ()
@@ -46,6 +47,7 @@ def op(a: torch.Tensor, mask: torch.Tensor, a_global_sf: torch.Tensor, nvfp4_4ov
 
 def fake(**OP_PARAMS):
     """Permuted views: uint8 ``[M, K // 2, L]`` and float8_e4m3fn ``[32, 4, padded_M // 128, 4, padded_K // 4, L]``."""
+    _check_nvfp4_4over6(nvfp4_4over6, "scaled_fp4_grouped_quantize")  # a config or a bad value: the compile error's first line
     l, m, k = a.shape
     _check_grouped_nvfp4(k, mask, a_global_sf)
     a.view(l * m, k)  # the kernel entry's own view: a non-contiguous input fails here as it does there

@@ -44,6 +44,7 @@ import torch
 
 from ._moe_helpers import _as_int, _check_trtllm_fp4_moe, _four, _int_or_none, _launcher_rows, _trtllm_fp4_moe_params
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
+from ._refusal import _check_nvfp4_4over6, _first_line
 
 # Release data (defaults: FlashInfer 0.7.4; each spec target overrides what differs).
 RELEASE = {
@@ -106,6 +107,15 @@ def op(
 
 def fake(**OP_PARAMS):
     """The wrapper's outputs without the caller's ``output`` (see the module docstring)."""
+    if nvfp4_4over6 == -3:  # resolve_nvfp4_4over6's TypeError comes first
+        _check_nvfp4_4over6(nvfp4_4over6, "trtllm_fp4_block_scale_moe")
+    if nvfp4_4over6 == -2 and (per_token_scale is None or hidden_states.dtype != torch.uint8):
+        _first_line(  # _trtllm_fp4_nvfp4_4over6_code's refusal of a recipe off the per-token NVFP4 path
+            ValueError,
+            "nvfp4_4over6 requires per_token_scale with NVFP4 (uint8) hidden_states; no other path has a 4over6 "
+            "requantization. Pass None to turn 4over6 off, or omit it to read the environment.",
+        )
+    _check_nvfp4_4over6(nvfp4_4over6, "trtllm_fp4_block_scale_moe")  # a config or a bad value: the compile error's first line
     num_tokens, hidden, width = _check_trtllm_fp4_moe(hidden_states, output, valid_hidden_size, do_finalize, RELEASE)
     if do_finalize:
         if output is not None:
