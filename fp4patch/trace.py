@@ -137,12 +137,22 @@ def declare_not_needed(results: list[dict[str, Any]], version: Any, specs: list 
     from .spec import load_specs
 
     by_id = {s.id: s for s in (load_specs(None) if specs is None else specs)}
+    fallback = {e["name"]: e.get("fallback_spec") for e in scan_entries()}
+
+    def declared(spec_id: str | None) -> str | None:
+        spec = by_id.get(spec_id or "")
+        targets = spec.targets_for(version) if spec is not None else []
+        return targets[0].reason if targets and all(t.status == "not-needed" for t in targets) else None
+
     out = []
     for r in results:
-        spec = by_id.get(r.get("spec", ""))
-        targets = spec.targets_for(version) if spec is not None else []
-        if r["status"] != "not-present" and targets and all(t.status == "not-needed" for t in targets):
-            r = {**r, "scanned": r["status"], "status": "not-needed", "passed": False, "declared": targets[0].reason}
+        reason = declared(r.get("spec"))
+        # a call another spec's op carries where its own spec is not needed (nvfp4_quantize before 0.6.11, through
+        # fp4_quantize's op) is reported as the scan saw it, unless that spec is declared not-needed too
+        if reason is not None and fallback.get(r["name"]) and declared(fallback[r["name"]]) is None:
+            reason = None
+        if r["status"] != "not-present" and reason is not None:
+            r = {**r, "scanned": r["status"], "status": "not-needed", "passed": False, "declared": reason}
         out.append(r)
     return out
 
