@@ -132,6 +132,9 @@ def compiled(tmp_path_factory) -> dict:
         "fp4_quantize str": ["fp4_quantize", {"nvfp4_4over6": "MAE"}],
         "fp4_quantize int": ["fp4_quantize", {"nvfp4_4over6": 1}],
         "fp4_quantize None": ["fp4_quantize", {"nvfp4_4over6": None}],
+        "nvfp4_quantize config": ["nvfp4_quantize", {"nvfp4_4over6": CONFIG}],
+        "nvfp4_quantize str": ["nvfp4_quantize", {"nvfp4_4over6": "MAE"}],
+        "nvfp4_quantize int": ["nvfp4_quantize", {"nvfp4_4over6": 1}],
         "nvfp4_batched_quantize config": ["nvfp4_batched_quantize", {"nvfp4_4over6": CONFIG}],
         "nvfp4_batched_quantize config, e4m3 input": ["nvfp4_batched_quantize", {"a": {"t": [4, 8, 256], "dtype": "float8_e4m3fn"}, "nvfp4_4over6": CONFIG}],
         "scaled_fp4_grouped_quantize config": ["scaled_fp4_grouped_quantize", {"nvfp4_4over6": CONFIG}],
@@ -161,6 +164,7 @@ def _first(r: dict, line: str, kind: str) -> None:
     [
         "fp4_quantize config",
         "fp4_quantize[cute-dsl] config",
+        "nvfp4_quantize config",
         "nvfp4_batched_quantize config",
         "scaled_fp4_grouped_quantize config",
         "silu_and_mul_scaled_nvfp4_experts_quantize config",
@@ -193,7 +197,7 @@ def test_flashinfers_own_refusal_of_the_config_comes_first(compiled) -> None:
 
 def test_a_value_of_another_type_is_the_wrappers_type_error_first(compiled) -> None:
     got = compiled["compiled"]
-    for name in ("fp4_quantize str", "fp4_quantize int", "silu_and_mul_scaled_nvfp4_experts_quantize str"):
+    for name in ("fp4_quantize str", "fp4_quantize int", "nvfp4_quantize str", "nvfp4_quantize int", "silu_and_mul_scaled_nvfp4_experts_quantize str"):
         _first(got[name], TYPE_ERROR, "type_error")
     # None (4over6 off) still compiles
     assert got["fp4_quantize None"]["error"] is None and got["fp4_quantize None"]["graphs"] == 1, got["fp4_quantize None"]

@@ -208,7 +208,8 @@ def test_a_partly_covered_known_release_applies_what_holds(tmp_path: Path, tmp_p
     payload = json.loads(done.stdout)
     assert "flashinfer/fp4_quantization.py" in payload["written"]
     assert {e["id"] for e in payload["left_out"]} == {
-        "mm-fp4-fullgraph", "cutlass-fused-moe-fullgraph", "trtllm-fp4-block-scale-moe-fullgraph", "trtllm-fp4-block-scale-routed-moe-fullgraph"}
+        "mm-fp4-fullgraph", "cutlass-fused-moe-fullgraph", "trtllm-fp4-block-scale-moe-fullgraph", "trtllm-fp4-block-scale-routed-moe-fullgraph",
+        "trtllm-fp8-block-scale-moe-fullgraph", "trtllm-fp8-per-tensor-scale-moe-fullgraph"}
     assert "_fp4patch_register_fp4_quantize" in (site / "flashinfer/fp4_quantization.py").read_text()
     manifest = json.loads((site / ".fp4patch" / "flashinfer-python" / "manifest.json").read_text())
     assert "mm-fp4-fullgraph" not in manifest["specs"] and "fp4-quantize-fullgraph" in manifest["specs"]

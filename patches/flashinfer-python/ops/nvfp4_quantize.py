@@ -41,7 +41,7 @@ import torch
 
 from ._fp4_layout import _fp4_cuda_outputs, _round_up
 from ._nvfp4_4over6 import _nvfp4_4over6_argument, _nvfp4_4over6_code
-from ._refusal import _refuse
+from ._refusal import _check_nvfp4_4over6, _refuse
 
 RELEASE = {
     # the backends the per-token path takes, and whether the wrapper refuses another one first
@@ -126,8 +126,8 @@ def op(
 
 def fake(**OP_PARAMS):
     """The wrapper's outputs (see the module docstring), its ValueErrors, and fp4patch's refusals."""
-    if nvfp4_4over6 not in (-1, 0):
-        raise ValueError("fp4patch: nvfp4_quantize: nvfp4_4over6 must be -1 (argument omitted) or 0 (None), got %r" % (nvfp4_4over6,))
+    if nvfp4_4over6 not in (-1, 0):  # the wrapper resolves it first: a config refused, another value resolve_nvfp4_4over6's TypeError
+        _check_nvfp4_4over6(nvfp4_4over6, "nvfp4_quantize")
     if batch_invariant:
         if backend != "auto":
             raise ValueError("nvfp4_quantize: batch_invariant=True requires backend='auto' (got backend=%r)" % (backend,))
