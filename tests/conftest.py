@@ -32,15 +32,44 @@ DIST = "flashinfer-python"
 _unpacked: dict[tuple[str, bool], Path] = {}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, hand out the long tests (marked ``slow`` or ``torch``) first.
+HEAVY_LIST = Path(__file__).resolve().parent / "heavy.txt"
 
-    Workers take tests in collection order; with the long ones first, the many short ones fill
-    the workers at the end instead of one worker finishing a long test alone. The order is the
-    same in every worker (a stable sort), as xdist requires. Without xdist nothing changes.
+
+def heavy_tests() -> set[str]:
+    """The node ids listed in ``tests/heavy.txt`` (``tests/<file>.py::<test>[<params>]``; comments after ``#``)."""
+    lines = HEAVY_LIST.read_text().splitlines() if HEAVY_LIST.is_file() else []
+    return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of ``tests/heavy.txt`` ``heavy``; under pytest-xdist, hand out the long tests first.
+
+    ``heavy`` (``make test`` deselects it, ``make test-heavy`` selects it) is added before ``-m`` is applied
+    (``tryfirst``). A listed id in a file that was collected but not found among its tests is an error that
+    names it: the list is stale (a renamed test), regenerate it with ``scripts/heavy_tests.py``.
+
+    Workers take tests in collection order; with the long ones first (marked ``slow`` or ``torch``), the
+    many short ones fill the workers at the end instead of one worker finishing a long test alone. The
+    order is the same in every worker (a stable sort), as xdist requires. Without xdist nothing changes.
     """
+    listed = heavy_tests()
+    collected = {item.nodeid for item in items}
+    stale = [] if config.getoption("keyword") else sorted(n for n in listed if n not in collected and _whole_file(config, n))
+    if stale:
+        raise pytest.UsageError(f"tests/heavy.txt lists tests that were not collected: {', '.join(stale[:5])}; regenerate it with scripts/heavy_tests.py")
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.heavy)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: 0 if item.get_closest_marker("slow") or item.get_closest_marker("torch") else 1)
+
+
+def _whole_file(config: pytest.Config, nodeid: str) -> bool:
+    """Whether ``nodeid``'s file was collected whole (named as a directory or a file, not one of its tests)."""
+    path = nodeid.split("::", 1)[0]
+    return any("::" not in str(arg) and (path.startswith(str(arg).rstrip("/") + "/") or path == str(arg) or str(arg) in (".", ""))
+               for arg in config.args)
 
 
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
