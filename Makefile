@@ -47,7 +47,7 @@ PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 test: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe and not heavy" tests
 
-# The heavy tests (tests/heavy.txt: 10 s or more each, whole-pipeline checks in child interpreters); CI runs them
+# The heavy tests (tests/heavy.txt: 6 s or more each, whole-pipeline checks in child interpreters); CI runs them
 # after make test. `make test` and `make test-heavy` together are the suite CI runs.
 test-heavy: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe" tests

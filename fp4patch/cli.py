@@ -488,6 +488,14 @@ def verify(
                 engine.check_on_cpu(selected, _required(selected, spec, strict))
             header, reports = _header(engine), [engine.report(s).to_json() for s in selected]
             interrupted, specs_by_id, where = engine.interrupted(), {s.id: s for s in selected}, engine.dist.site_packages
+            # a spec undone by an edit of a file fp4patch patched: apply refuses that file, so say what works first
+            waiting = {t["file"] for r in reports if r["state"] in ("applicable", "needs-check") for t in r.get("targets", [])}
+            edited = [f for f in engine.changed_since_apply() if f in waiting]
+            if edited and not interrupted:
+                interrupted = (
+                    f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
+                    f"`{engine.command('revert', '--force')}` (puts the installed original back), then apply"
+                )
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted:
             err.print(f"fp4patch: {interrupted}", markup=False)

@@ -179,6 +179,23 @@ class Engine:
 
         return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
 
+    def changed_since_apply(self) -> list[str]:
+        """Site-packages-relative paths of the files fp4patch's record says it patched that now hold
+        neither the bytes it wrote nor the original ones (a hand edit, another tool): ``apply`` refuses
+        them (:func:`fp4patch.plan.check_apply`) until ``revert --force`` puts the original back. [] when
+        there is no record, or it was written for another install or version (an upgrade). Reads only."""
+        from .files import sha256
+
+        manifest = self.store.load()
+        if manifest is None or manifest.version != str(self.dist.version) or self.stale_record() is not None:
+            return []  # no record, or one of another install (an upgrade): its bytes say nothing of these files
+        changed = []
+        for relative, record in manifest.files.items():
+            path = self.dist.locate(relative)
+            if path.is_file() and sha256(path.read_bytes()) not in (record.patched_sha256, record.original_sha256):
+                changed.append(relative)
+        return sorted(changed)
+
     def stale_record(self) -> str | None:
         """One line when fp4patch's record here was written for another install of the
         distribution (:func:`fp4patch.leftovers.stale_note`); None otherwise. Reads only."""

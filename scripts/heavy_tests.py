@@ -4,8 +4,8 @@
 Usage: ``python scripts/heavy_tests.py REPORT.xml [--threshold SECONDS] [--keep SECONDS]`` after a full run
 (``pytest ... -m "not property_long and not eras and not exhaustive and not recipe" --junitxml=REPORT.xml tests``).
 
-A test whose call took ``threshold`` seconds (10) or more is heavy, except where every instance of a parametrized
-test is: then its cheapest 0.7.4 instance under ``keep`` seconds (20; else its cheapest under ``keep``) stays in
+A test whose call took ``threshold`` seconds (6) or more is heavy, except where every instance of a parametrized
+test is: then its cheapest 0.7.4 instance under ``keep`` seconds (12; else its cheapest under ``keep``) stays in
 ``make test``, so the quick suite still runs that test once. A hypothesis test that failed and shrank reports
 its shrinking time: rerun it green first. Exit status 0; 2 when the report cannot be read.
 """
@@ -45,8 +45,8 @@ def heavy(durations: dict[str, float], threshold: float, keep: float) -> set[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="write tests/heavy.txt from a junit XML report")
     parser.add_argument("report")
-    parser.add_argument("--threshold", type=float, default=10.0)
-    parser.add_argument("--keep", type=float, default=20.0)
+    parser.add_argument("--threshold", type=float, default=6.0)
+    parser.add_argument("--keep", type=float, default=12.0)
     parser.add_argument("--when", default="measured")
     args = parser.parse_args(argv)
     try:

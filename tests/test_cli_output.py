@@ -166,6 +166,28 @@ def test_with_one_spec_drifted_the_advised_apply_leaves_it_out_and_works_as_writ
     assert run_cli("verify", *sp(site_060), "--skip", CUDA).returncode == 0
 
 
+def test_a_hand_edit_that_undoes_a_patch_advises_the_revert_that_apply_needs_first(site_060: Path) -> None:
+    """An edit of a patched file that removes its redirect leaves the spec applicable, but apply refuses a file
+    changed since fp4patch patched it: verify's line advises `revert --force` first, and the two commands, run
+    as printed, give a verified site (a new-user trial followed verify's `apply` into that refusal)."""
+    import shlex
+
+    run_cli("apply", *sp(site_060), check=True)
+    gemm = site_060 / "flashinfer" / "gemm" / "gemm_base.py"
+    text = gemm.read_text()
+    assert "if _fp4patch_mm_fp4_compiler._is_compiling_flag and" in text
+    gemm.write_text(text.replace("if _fp4patch_mm_fp4_compiler._is_compiling_flag and", "if False and _fp4patch_mm_fp4_compiler._is_compiling_flag and"))
+    done = run_cli("verify", *sp(site_060))
+    last = done.stdout.splitlines()[-1]
+    assert done.returncode == 1 and "flashinfer/gemm/gemm_base.py: changed since fp4patch patched it" in last, done.stdout
+    revert = re.search(r"run `(fp4patch revert [^`]+)`", last)
+    assert revert and "--force" in revert[1] and f"--site-packages {site_060}" in revert[1], last
+    assert run_cli("apply", *sp(site_060)).returncode != 0  # what the advice used to be: refused
+    run_cli(*shlex.split(revert[1])[1:], check=True)
+    run_cli("apply", *sp(site_060), check=True)
+    assert run_cli("verify", *sp(site_060)).returncode == 0
+
+
 def test_a_conflict_advises_a_revert_that_works_as_written(site_060: Path, tmp_path: Path) -> None:
     """Every command an engine message advises repeats the target and specs options (Engine.command):
     here the revert a conflicting apply asks for, with a copied --specs-dir."""

@@ -232,11 +232,14 @@ def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
     (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
-    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive and not recipe"' in run
+    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive and not recipe and not heavy"' in run
+    (heavy,) = [line for line in make_dry_run("test-heavy", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
+    # the heavy tests make test leaves out, with the same other exclusions: together they are the suite
+    assert " -n 3 --dist loadgroup " in heavy and '-m "heavy and not property_long and not eras and not exhaustive and not recipe"' in heavy
     (recipes,) = [line for line in make_dry_run("test-recipes", f"VENV={tmp_path / 'venv'}") if " -m pytest " in line]
     assert '-m recipe' in recipes
 
 
 def test_ci_runs_the_tests_and_the_recipes() -> None:
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")]
-    assert commands == ["make test", "make test-recipes"]
+    assert commands == ["make test", "make test-heavy", "make test-recipes"]

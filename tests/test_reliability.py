@@ -573,6 +573,10 @@ def test_status_names_an_interrupted_apply(site_060: Path, patched_060) -> None:
 def test_ctrl_c_during_apply_says_what_state_the_files_are_in(site_060: Path, point: str, said: str, written: bool) -> None:
     """Ctrl-C before the write phase stops at once, nothing written; during it, it is held until the
     journal is carried out (never a half-patched file), and both say so in one line, exit 130."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # e.g. a suite started as a background job (`cmd &`)
+        pytest.skip("SIGINT is ignored in this process and so in the CLI it runs: a Ctrl-C cannot reach it")
     before = snapshot(site_060)
     done = run_cli("apply", *BOTH, *sp(site_060), env={"FP4PATCH_FAULT": f"{point}:sigint"})
     lines = [line for line in done.stderr.splitlines() if line.strip()]
