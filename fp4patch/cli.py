@@ -19,6 +19,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
 from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color
+from .torch_support import check_torch
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -342,7 +343,8 @@ def apply(
         _check_output_options(as_json, None, quiet)
         from .verdict import Request, record
 
-        _, engine, selected = _context(python, site_packages, specs_dir, spec, skip=skip)
+        env, engine, selected = _context(python, site_packages, specs_dir, spec, skip=skip)
+        check_torch(env, "apply")  # below the supported torch: one line, nothing written
         required = _required(selected, spec, strict)
         reports: list[dict] = []
 
@@ -478,6 +480,7 @@ def verify(
         request = Request.of(spec, specs_dir, strict, skip)
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if request.required else {"unsupported"})
         env = _environment(python, site_packages)
+        check_torch(env, "verify")  # below the supported torch: one line
         recorded = lookup(env, request) if not show_changes else None
         if recorded is not None:  # apply recorded this answer and none of its inputs changed
             header, reports, interrupted, specs_by_id = recorded.header, recorded.reports, None, {}
@@ -502,14 +505,20 @@ def verify(
             ok = False
         cases = functions = None
         if trace:
-            from .trace import entries_for_specs, run_probe, run_scan
+            from .trace import entries_for_specs, probe_release_data, run_probe, run_scan
 
             cases = run_probe(env, where if site_packages else None)
             ok = ok and bool(cases) and all(c.get("passed") for c in cases)
-            # every function whose fullgraph spec is applied: the scan's call must compile as one graph
+            # every function whose fullgraph spec is applied: the scan's call must compile as one graph,
+            # called from a compiled function and handed to torch.compile directly
             names = entries_for_specs({r["id"] for r in reports if r["state"] == "applied"})
             if names:
-                functions = run_scan(env, where if site_packages else None, only=names)["results"]
+                if not specs_by_id:  # answered from the recorded verdict: read the release data now
+                    _, engine, selected = _context(python, site_packages, specs_dir, spec, env=env, skip=skip)
+                else:
+                    selected = list(specs_by_id.values())
+                release = probe_release_data(engine, selected)
+                functions = run_scan(env, where if site_packages else None, only=names, release=release)["results"]
                 ok = ok and all(r.get("passed") for r in functions)
         checked = None
         if opcheck:
@@ -548,9 +557,8 @@ def scan(
     """
 
     def body() -> int:
-        from .environment import find_distribution
         from .render import is_terminal, scan_lines, scan_summary, scan_table
-        from .trace import declare_not_needed, run_scan, scan_entries
+        from .trace import declare_not_needed, probe_release_data, run_scan, scan_entries
 
         if python and site_packages:
             raise UsageError("give --python or --site-packages, not both")
@@ -568,9 +576,12 @@ def scan(
                 hint = f"did you mean {close[0]}? " if close else ""
                 raise UsageError(f"--function {unknown[0]}: not a scan entry; {hint}choose from {', '.join(known)}")
         env = _environment(python, site_packages)
-        dist = find_distribution(env, "flashinfer-python")
+        check_torch(env, "scan")
+        _, engine, selected = _context(python, site_packages, None, None, all_specs=True, env=env)
+        dist = engine.dist
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
-        payload = run_scan(env, dist.site_packages if site_packages else None, only=names)
+        # each call's release-dependent arguments come from the release data the ops are rendered from
+        payload = run_scan(env, dist.site_packages if site_packages else None, only=names, release=probe_release_data(engine, selected))
         # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
         results = declare_not_needed(payload["results"], dist.version)
         if as_json:

@@ -43,6 +43,10 @@ SPLICE_PLACEHOLDER = "SPLICE"
 #: Module-level assignments an op source may hold besides its functions.
 DATA_NAMES = ("RELEASE", "MUTATES_ARGS")
 _NAME_SENTINEL = "__fp4patch_op_name__"
+#: The oldest torch (major, minor) the rendered code supports: below it, or without the torch APIs it relies
+#: on, a patched wrapper behaves as unpatched (``docs/eager-stays-eager.md``; ``fp4patch.torch_support``
+#: refuses such a target environment before anything is written).
+TORCH_FLOOR = (2, 7)
 
 
 class OpSourceError(ValueError):
@@ -548,8 +552,10 @@ def render(target: CustomOpTarget) -> Rendered:
     check_op_source(target)
     import libcst as cst
 
-    module = _resolve(target)
     absent = _absent_params(target)
+    required = _required_params(target, absent)
+    defaults = _op_defaults(target)
+    module = _resolve(target, {name: defaults[name] for name in required if name in defaults})
     body: list[cst.BaseStatement] = []
     imports: list[cst.BaseStatement] = []
     functions: dict[str, cst.FunctionDef] = {}
@@ -567,7 +573,7 @@ def render(target: CustomOpTarget) -> Rendered:
             helpers.append(statement)
         else:
             data.append(_release_statement(statement, target) if _assigns(statement, "RELEASE") else statement)
-    trimmer = _Trim(absent, target.defaults, target.function)
+    trimmer = _Trim(absent, target.defaults, target.function, required)
     marked = {"op": lambda op_fn: _marked_eager_body(op_fn, target.function)}  # binds first, then the marker
     edited = {name: _bind_absent(marked.get(name, lambda f: f)(functions[name].visit(trimmer)), absent) for name in FUNCTIONS}
     op_def = edited["op"].with_changes(
@@ -613,7 +619,7 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     # callers are looked up by name: one missing from a release must not break the module's import
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers))))
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -722,12 +728,25 @@ _fp4patch_{fn}_globals = globals()
 _fp4patch_{fn}_lock = threading.Lock()
 _fp4patch_{fn}_public = {fn}
 _fp4patch_{fn}_callers = {callers}  # functions of this module that call {fn}
-_fp4patch_{fn}_available = getattr(getattr(torch, "library", None), "custom_op", None) is not None and getattr(
-    getattr(torch, "compiler", None), "is_compiling", None
-) is not None
-_fp4patch_{fn}_substitute = getattr(getattr(torch, "compiler", None), "substitute_in_graph", None)  # torch >= 2.5
-_fp4patch_{fn}_dynamo = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool  # Dynamo: True
-_fp4patch_{fn}_redirect_in_body = False  # torch < 2.5: Dynamo traces {fn}'s own body, where the redirect fires
+_fp4patch_{fn}_compiler_api = getattr(torch, "compiler", None)
+
+
+def _fp4patch_{fn}_supported_torch():
+    # torch {floor} or newer with the APIs below: else {fn} stays as it was, eagerly and under compile
+    try:
+        major, minor = (int(part) for part in str(torch.__version__).split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (
+        (major, minor) >= {floor_tuple}
+        and getattr(getattr(torch, "library", None), "custom_op", None) is not None
+        and all(getattr(_fp4patch_{fn}_compiler_api, name, None) is not None for name in ("is_compiling", "is_dynamo_compiling", "substitute_in_graph"))
+    )
+
+
+_fp4patch_{fn}_available = _fp4patch_{fn}_supported_torch()
+_fp4patch_{fn}_substitute = getattr(_fp4patch_{fn}_compiler_api, "substitute_in_graph", None)
+_fp4patch_{fn}_dynamo = getattr(_fp4patch_{fn}_compiler_api, "is_dynamo_compiling", None) or bool  # Dynamo: True
 _fp4patch_{fn}_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
 _fp4patch_{fn}_modes = tuple(getattr(getattr(torch._C, "_TorchDispatchModeKey", None), key, None) for key in ("FAKE", "PROXY"))
 
@@ -756,9 +775,10 @@ def _fp4patch_{fn}_tracing():
     # when this thread traces a graph (a fake or proxy tensor mode is active here: torch.export's
     # non-strict tracing) through {fn} itself, not a clone, and the op is registered.
     if _fp4patch_{fn}_dynamo():
-        # Dynamo traces a copy in place of {fn}'s function objects (_fp4patch_{fn}_on_dynamo), so a
-        # body it traces here is a clone's, types.FunctionType({fn}.__code__, namespace): its own code
-        return _fp4patch_{fn}_redirect_in_body
+        # Dynamo traces a copy in place of {fn}'s function objects (_fp4patch_{fn}_on_dynamo), also
+        # where torch.compile({fn}) starts, so a body it traces here is a clone's,
+        # types.FunctionType({fn}.__code__, namespace): its own code
+        return False
     if _fp4patch_{fn}_thread.inside_op or sys._getframe(1).f_globals is not _fp4patch_{fn}_globals:
         return False
     get, modes = _fp4patch_{fn}_get_mode, _fp4patch_{fn}_modes
@@ -768,10 +788,10 @@ def _fp4patch_{fn}_tracing():
 
 
 class _fp4patch_{fn}_flag_from_is_compiling:
-    # torch < 2.5 or without torch.compiler._is_compiling_flag: is_compiling() (folded under Dynamo)
+    # a torch without torch.compiler._is_compiling_flag: is_compiling() per call (folded under Dynamo)
     @property
     def _is_compiling_flag(self):
-        return torch.compiler.is_compiling()
+        return _fp4patch_{fn}_is_compiling()
 
 
 class _fp4patch_{fn}_compiler_traced:
@@ -782,11 +802,12 @@ class _fp4patch_{fn}_never_compiling:
     _is_compiling_flag = False
 
 
-if not _fp4patch_{fn}_available:  # no custom ops on this torch: {fn} stays as it was
+if not _fp4patch_{fn}_available:  # a torch fp4patch does not support: {fn} stays as it was
     _fp4patch_{fn}_compiler = _fp4patch_{fn}_never_compiling
-elif _fp4patch_{fn}_substitute is not None and hasattr(torch.compiler, "_is_compiling_flag"):
-    _fp4patch_{fn}_compiler = torch.compiler
+elif hasattr(_fp4patch_{fn}_compiler_api, "_is_compiling_flag"):  # one attribute read per eager call
+    _fp4patch_{fn}_compiler = _fp4patch_{fn}_compiler_api
 else:
+    _fp4patch_{fn}_is_compiling = _fp4patch_{fn}_compiler_api.is_compiling
     _fp4patch_{fn}_compiler = _fp4patch_{fn}_flag_from_is_compiling()
 
 
@@ -805,11 +826,15 @@ def _fp4patch_{fn}_unwrap(fn):
     return fn
 
 
-def _fp4patch_{fn}_substitute_layers(fn, traceable, innermost):
+def _fp4patch_{fn}_substitute_layers(fn, traceable, innermost, handed):
     # Dynamo traces `traceable` in place of fn and of each function fn wraps (FlashInfer's decorators:
     # @flashinfer_api logging with FLASHINFER_LOGLEVEL > 0, @backend_requirement; eager calls keep
     # them), with `innermost` in place of the undecorated function too. It is looked up in a dict
     # at module level, so that Dynamo reads its defaults (FlashInfer's _UNSET sentinel) from a source.
+    # `handed` (torch < 2.13, where Dynamo starts in the function's own code when it is handed to
+    # torch.compile): each of those function objects names `traceable` as the function torch.compile
+    # is to start in instead (torch/_dynamo/eval_frame.py, innermost_fn: what torch.compile(torch.compile(f))
+    # relies on; torch >= 2.11 follows it only where _torchdynamo_wrapper_id is the object's own id).
     name = fn.__name__
     _fp4patch_{fn}_traceable[name] = traceable
 
@@ -821,6 +846,9 @@ def _fp4patch_{fn}_substitute_layers(fn, traceable, innermost):
             _fp4patch_{fn}_substitute(fn, skip_signature_check=True)(_fp4patch_traced_call)
         except (TypeError, ValueError):  # already registered
             pass
+        if handed and fn is not traceable:
+            fn._torchdynamo_orig_callable = traceable
+            fn._torchdynamo_wrapper_id = id(fn)
         fn = getattr(fn, "__wrapped__", None)
 
 
@@ -828,11 +856,7 @@ def _fp4patch_{fn}_on_dynamo():
     # torch._dynamo is imported: Dynamo is to trace, in place of {fn}'s function objects, a copy of
     # its undecorated code that reads the *_traced names, so its redirect enters the op (a clone is
     # another function object: Dynamo traces its own body). Then the op is registered.
-    global _fp4patch_{fn}_redirect_in_body
     try:
-        if _fp4patch_{fn}_substitute is None:
-            _fp4patch_{fn}_redirect_in_body = _fp4patch_{fn}_ready()
-            return
         inner = _fp4patch_{fn}_unwrap(_fp4patch_{fn}_public)
         renamed = {{"_fp4patch_{fn}_compiler": "_fp4patch_{fn}_compiler_traced", "_fp4patch_{fn}_tracing": "_fp4patch_{fn}_traced"}}
         code = inner.__code__
@@ -844,11 +868,12 @@ def _fp4patch_{fn}_on_dynamo():
         constant = getattr(torch._dynamo, "assume_constant_result", None)
         if constant is not None:
             constant(_fp4patch_{fn}_traced)
-        _fp4patch_{fn}_substitute_layers(_fp4patch_{fn}_public, copy, True)
+        handed = not _fp4patch_{fn}_top_level_substituted()
+        _fp4patch_{fn}_substitute_layers(_fp4patch_{fn}_public, copy, True, handed)
         for name in _fp4patch_{fn}_callers:
             caller = _fp4patch_{fn}_globals.get(name)
             if caller is not None and getattr(caller, "__wrapped__", None) is not None:
-                _fp4patch_{fn}_substitute_layers(caller, _fp4patch_{fn}_unwrap(caller), False)
+                _fp4patch_{fn}_substitute_layers(caller, _fp4patch_{fn}_unwrap(caller), False, handed)
         _fp4patch_{fn}_ready()
     except Exception as exc:  # an import cycle at this moment, a changed torch API: the trace tries again
         import warnings
@@ -901,29 +926,14 @@ def _fp4patch_{fn}_when_dynamo_imported(callback):
     sys.meta_path.insert(0, _fp4patch_{fn}_dynamo_import([callback]))
 
 
-def _fp4patch_{fn}_api_entry(fn):
-    # torch < 2.5: while Dynamo traces, enter the undecorated function, where the redirect fires
-    import functools
-
-    inner = _fp4patch_{fn}_unwrap(fn)
-
-    @functools.wraps(fn)
-    def _fp4patch_{fn}_api_call(*args, **kwargs):
-        if _fp4patch_{fn}_dynamo():
-            return inner(*args, **kwargs)
-        return fn(*args, **kwargs)
-
-    # One attribute dict with fn: @backend_requirement sets attributes on its wrapper per call
-    # (suitable_auto_backends for backend="auto") that the function body reads back through the
-    # module-level name, which is now this function.
-    _fp4patch_{fn}_api_call.__dict__ = fn.__dict__
-    return _fp4patch_{fn}_api_call
+def _fp4patch_{fn}_top_level_substituted():
+    # Whether torch.compile({fn}) has Dynamo trace the substitute_in_graph copy at the top level
+    # (torch >= 2.13: torch/_dynamo/eval_frame.py wraps a polyfilled callable), not {fn}'s own body
+    call = getattr(getattr(torch._dynamo.eval_frame, "_TorchDynamoContext", None), "__call__", None)
+    return "is_polyfilled_callable" in getattr(getattr(call, "__code__", None), "co_names", ())
 
 
 if _fp4patch_{fn}_available:
-    for _fp4patch_name in ("{fn}",) + _fp4patch_{fn}_callers if _fp4patch_{fn}_substitute is None else ():
-        if getattr(_fp4patch_{fn}_globals.get(_fp4patch_name), "__wrapped__", None) is not None:
-            _fp4patch_{fn}_globals[_fp4patch_name] = _fp4patch_{fn}_api_entry(_fp4patch_{fn}_globals[_fp4patch_name])
     _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_on_dynamo)
 '''
 
@@ -958,10 +968,12 @@ def _code(statement) -> str:
     return cst.Module(body=[statement.with_changes(leading_lines=[])]).code.strip()
 
 
-def _resolve(target: CustomOpTarget):
+def _resolve(target: CustomOpTarget, omit_values: dict[str, str] | None = None):
     """``target.source`` as a libcst module with the shared helpers inlined (their imports and functions where
     the relative import stood), ``entry``/``fake`` given op's parameters where they take ``**OP_PARAMS``, and
-    ``**OP_PARAMS`` expanded in calls (for every parameter of ``op``: trimming comes after)."""
+    ``**OP_PARAMS`` expanded in calls (for every parameter of ``op``: trimming comes after). ``omit_values``:
+    code passed for ``p=OMIT`` in an ``OP(...)`` call instead of leaving ``p`` out, for the parameters the
+    rendered op declares without a default (:func:`_required_params`: their op default)."""
     import libcst as cst
 
     module = cst.parse_module(target.source)
@@ -979,7 +991,7 @@ def _resolve(target: CustomOpTarget):
             body.append(statement.with_changes(params=_unannotated(op_params), whitespace_before_params=op_def.whitespace_before_params))
         else:
             body.append(statement)
-    return module.with_changes(body=body).visit(_Expand(names, (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, target.function)))
+    return module.with_changes(body=body).visit(_Expand(names, (OP_PLACEHOLDER, WRAPPER_PLACEHOLDER, target.function), omit_values))
 
 
 @functools.lru_cache(maxsize=64)
@@ -1114,10 +1126,11 @@ def _make_expand():
     class Expand(cst.CSTTransformer):
         """``OP(**OP_PARAMS, q=f(q), r=OMIT)`` → ``OP(p=p, q=f(q), s=s)``: every op parameter in signature order."""
 
-        def __init__(self, names: list[str], callees: tuple[str, ...]) -> None:
+        def __init__(self, names: list[str], callees: tuple[str, ...], omit_values: dict[str, str] | None = None) -> None:
             super().__init__()
             self.names = names
             self.callees = callees
+            self.omit_values = omit_values or {}  # OP(p=OMIT) passes this code for p instead of leaving it out
 
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
             if not (isinstance(updated_node.func, cst.Name) and updated_node.func.value in self.callees):
@@ -1136,12 +1149,15 @@ def _make_expand():
                 separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             closing = args[-1].comma
             out = []
+            omit_values = self.omit_values if updated_node.func.value == OP_PLACEHOLDER else {}
             for name in self.names:
                 arg = explicit.get(name)
                 if arg is None:
                     out.append(cst.Arg(keyword=cst.Name(name), value=cst.Name(name), equal=tight))
                 elif not (isinstance(arg.value, cst.Name) and arg.value.value == OMIT_PLACEHOLDER):
                     out.append(arg)
+                elif name in omit_values:
+                    out.append(arg.with_changes(value=cst.parse_expression(omit_values[name])))
             return updated_node.with_changes(
                 args=[a.with_changes(comma=_layout_comma(separator if i < len(out) - 1 else closing, a.comma)) for i, a in enumerate(out)]
             )
@@ -1160,9 +1176,9 @@ def _layout_comma(layout, own):
     return layout.with_changes(whitespace_after=layout.whitespace_after.with_changes(first_line=own_line))
 
 
-def _Expand(names: list[str], callees: tuple[str, ...]):
+def _Expand(names: list[str], callees: tuple[str, ...], omit_values: dict[str, str] | None = None):
     """The libcst transformer of :func:`_make_expand` (built on first use: libcst loads lazily)."""
-    return _make_expand()(names, callees)
+    return _make_expand()(names, callees, omit_values)
 
 
 def _redirect(target: CustomOpTarget) -> str:
@@ -1176,6 +1192,48 @@ def _absent_params(target: CustomOpTarget) -> dict[str, str]:
     op_fn = _spliced_op(_op_function(_parse_source(target.source)), target.source, target.helpers)
     names, defaults = _signature(op_fn)
     return {name: ast.unparse(defaults[name]) for name in names if name not in target.params}
+
+
+def _mutated_params(target: CustomOpTarget) -> tuple[str, ...]:
+    """The names the rendered ``MUTATES_ARGS`` holds for ``target``: the op source's expression (a tuple
+    literal, or ``tuple(RELEASE["mutates"])``) evaluated with the release's ``RELEASE``; ``()`` when absent.
+
+    Raises:
+        OpSourceError: ``MUTATES_ARGS`` is not a tuple of names computed from constants and ``RELEASE``.
+    """
+    for node in _parse_source(target.source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "MUTATES_ARGS":
+            try:
+                value = eval(compile(ast.Expression(node.value), target.source_label or "<op source>", "eval"),  # noqa: S307
+                             {"__builtins__": {}, "RELEASE": release_data(target), "tuple": tuple, "list": list})
+            except Exception as exc:
+                raise OpSourceError(f"line {node.lineno}: MUTATES_ARGS must be computed from constants and RELEASE ({exc})") from None
+            if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+                raise OpSourceError(f"line {node.lineno}: MUTATES_ARGS must be a tuple of parameter names")
+            return tuple(value)
+    return ()
+
+
+def _required_params(target: CustomOpTarget, absent: dict[str, str]) -> frozenset[str]:
+    """op's parameters up to its last mutated one (``MUTATES_ARGS``), which the rendered ``op`` (the schema's source;
+    ``entry`` and ``fake`` keep them) declares without a default: torch before 2.13 hands a custom op's mutation bookkeeping (``ADInplaceOrView``) its arguments
+    with trailing ones equal to their default left out, then reads the mutated ones by position
+    (``torch/_library/custom_ops.py``, ``adinplaceorview_impl``: ``IndexError`` for ``output=None``). A
+    mutated parameter without a default is never left out, nor any before it. Empty for an op that
+    mutates nothing, whose rendering is unchanged."""
+    mutated = set(_mutated_params(target))
+    if not mutated:
+        return frozenset()
+    op_fn = _spliced_op(_op_function(_parse_source(target.source)), target.source, target.helpers)
+    positional = [a.arg for a in (*op_fn.args.posonlyargs, *op_fn.args.args) if a.arg not in absent]
+    last = max((i for i, name in enumerate(positional) if name in mutated), default=-1)
+    return frozenset(positional[: last + 1])
+
+
+def _op_defaults(target: CustomOpTarget) -> dict[str, str]:
+    """op's default of each parameter as code: the op source's, then the release's ``defaults``."""
+    op_fn = _spliced_op(_op_function(_parse_source(target.source)), target.source, target.helpers)
+    return {**{name: ast.unparse(code) for name, code in _signature(op_fn)[1].items()}, **target.defaults}
 
 
 def _is_docstring(statement) -> bool:
@@ -1231,11 +1289,12 @@ def _make_trim():
     class Trim(cst.CSTTransformer):
         """Drop absent parameters, apply per-release defaults, bind WRAPPER to the wrapper's name."""
 
-        def __init__(self, absent: dict[str, str], defaults: dict[str, str], wrapper: str) -> None:
+        def __init__(self, absent: dict[str, str], defaults: dict[str, str], wrapper: str, required: frozenset[str] = frozenset()) -> None:
             super().__init__()
             self.absent = absent
             self.defaults = defaults
             self.wrapper = wrapper
+            self.required = required  # op declares these without a default (_required_params)
             self.depth = 0
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -1247,13 +1306,16 @@ def _make_trim():
             if self.depth:
                 return updated_node
             params = updated_node.params
+            required = self.required if updated_node.name.value == "op" else frozenset()  # the schema's source
 
             def keep(seq):
                 out = []
                 for p in seq:
                     if p.name.value in self.absent:
                         continue
-                    if p.name.value in self.defaults:
+                    if p.name.value in required:
+                        p = p.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT)
+                    elif p.name.value in self.defaults:
                         p = p.with_changes(default=cst.parse_expression(self.defaults[p.name.value]))
                     out.append(p)
                 return out
@@ -1286,6 +1348,6 @@ def _make_trim():
     return Trim
 
 
-def _Trim(absent: dict[str, str], defaults: dict[str, str], wrapper: str):
+def _Trim(absent: dict[str, str], defaults: dict[str, str], wrapper: str, required: frozenset[str] = frozenset()):
     """The libcst transformer of :func:`_make_trim` (built on first use: libcst loads lazily)."""
-    return _make_trim()(absent, defaults, wrapper)
+    return _make_trim()(absent, defaults, wrapper, required)

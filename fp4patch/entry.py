@@ -104,6 +104,11 @@ def verify_recorded(args: VerifyArguments) -> int | None:
         env = from_python(args.python, started) if started else resolve(None, args.site_packages)
     except Fp4PatchError:
         return None
+    from .torch_support import installed_torch, supported
+
+    torch_version = installed_torch(env)
+    if torch_version is not None and not supported(torch_version):
+        return None  # the full CLI refuses a torch below the supported range in one line
     request = Request.of(args.spec, args.specs_dir, args.strict, args.skip)
     found = lookup(env, request)
     if found is None:

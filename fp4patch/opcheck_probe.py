@@ -200,6 +200,18 @@ def patched_op(function):
     return op
 
 
+def _schema_defaults(op, function, given):
+    """Values for the op's arguments a case leaves out that its schema declares without a default: the wrapper's own
+    defaults (the rendered op declares its mutated parameters, and those before them, without one; see
+    docs/op-source.md, ``MUTATES_ARGS``). Each is what the case's call of the wrapper would have used."""
+    fn = getattr(_flashinfer(), function, None)
+    try:
+        defaults = {n: p.default for n, p in inspect.signature(inspect.unwrap(fn)).parameters.items() if p.default is not p.empty}
+    except (TypeError, ValueError):
+        return {}
+    return {a.name: defaults[a.name] for a in op._schema.arguments if a.name not in given and not a.has_default_value() and a.name in defaults}
+
+
 def check_function(function, torch, dev, name_filter=""):
     """Results of every case of ``function``: dicts with function, op, case, status, detail, real, fake."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -218,6 +230,7 @@ def check_function(function, torch, dev, name_filter=""):
             row.update(status="skipped", detail=_first_line(kwargs))
             continue
         kwargs = {k: v for k, v in kwargs.items() if k in schema_names}
+        kwargs = {**_schema_defaults(op, function, kwargs), **kwargs}
         try:
             real = op(**kwargs)
             torch.cuda.synchronize()

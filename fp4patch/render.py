@@ -150,7 +150,10 @@ def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
         ok = bool(c.get("passed")) and not c.get("error")
         result = ("PASS", "green") if ok else ("FAIL", "red")
         if c.get("error"):
-            rows.append([(c["name"], ""), result, (str(c.get("graphs", "")), ""), ("", ""), ("", ""), (" ".join(str(c["error"]).split()), "")])
+            error = " ".join(str(c["error"]).split())
+            if c.get("root_cause"):  # what a TorchRuntimeError hides: the exception behind it, and where
+                error += f" (root cause: {c['root_cause']}{' at ' + c['root_location'] if c.get('root_location') else ''})"
+            rows.append([(c["name"], ""), result, (str(c.get("graphs", "")), ""), ("", ""), ("", ""), (error, "")])
             continue
         layout = "ok" if c.get("layout_ok") else f"expected {c.get('expected')} got {c.get('traced')}"
         rows.append([

@@ -11,11 +11,16 @@ For each entry of :data:`FUNCTIONS` it looks the function up on the installed ``
 (DeepSeek/Qwen-MoE-like shapes, M = 8 tokens: only the parameters the installed function has are
 passed, by keyword; values are fake CUDA tensors made under ``FakeTensorMode``), and compiles a
 function making that call with ``torch.compile(fullgraph=True)`` and a backend that only records the
-FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
+FX graph, after a fresh ``torch._dynamo.reset()``, then hands the function itself to ``torch.compile`` with the same
+arguments (:data:`FORMS`: ``nested`` and ``direct``; ``--forms`` picks). Where a call's argument depends on the release
+(a backend the installed release accepts), its value comes from fp4patch's release data for that release, the same
+data the op is rendered from (``--release-data``, :func:`release_choice`); without it, the wrapper's default. Per
+function it reports (for the first form that fails, else the first; each form's own in ``forms``):
 
 * ``compiles``: one graph, no graph break, and the non-aten ops in it (``ns::name``);
 * ``fails``: the Dynamo error's first line verbatim, its ``Explanation:`` line (and for an
-  ``Observed exception``, the exception FlashInfer raised, as ``raised``), and the
+  ``Observed exception``, the exception FlashInfer raised, as ``raised``), the innermost exception behind it
+  (``root_cause`` and ``root_location``: what a ``TorchRuntimeError`` hides), and the
   ``flashinfer/...py:LINE`` (with that source line) where tracing stopped: the innermost frame
   inside the flashinfer package of the exception's user stack (Dynamo's ``real_stack``), else of
   its traceback;
@@ -286,16 +291,23 @@ def _trtllm_moe(routed):
     return lambda t, torch: _trtllm_fp4_moe_args(t, torch, routed)
 
 
+#: ``release_args`` of a call whose backend comes from its spec's release data (:func:`release_choice`).
+_BACKEND = {"backend": "backends"}
+
 #: The scanned entries: display name, public ``flashinfer`` function, argument pool
 #: ``args(t, torch)``, optionally the fp4patch spec that makes it traceable, and for a variant the
-#: parameters it sets (``variant``: the release must have them).
+#: parameters it sets (``variant``: the release must have them). ``release_args`` name the parameters whose
+#: value comes from the spec's release data on the installed release (:func:`release_choice`);
+#: ``requires_release`` a value that release data must list for the call to exist there (:func:`release_lacks`).
 FUNCTIONS = [
-    {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args},
-    {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
-    {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",)},
+    {"name": "fp4_quantize", "function": "fp4_quantize", "args": _quantizer_args, "release_args": _BACKEND},
+    {"name": "fp4_quantize[cuda]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",),
+     "requires_release": {"backends": "cuda"}},
+    {"name": "fp4_quantize[cute-dsl]", "function": "fp4_quantize", "args": _with(_quantizer_args, backend="cute-dsl"), "variant": ("backend",),
+     "requires_release": {"backends": "cute-dsl"}},
     # its own op from 0.6.11 (per_token_activation); before, and without that spec, the call reaches fp4_quantize's
     {"name": "nvfp4_quantize", "function": "nvfp4_quantize", "args": _quantizer_args, "spec": "nvfp4-quantize-fullgraph",
-     "fallback_spec": "fp4-quantize-fullgraph"},
+     "fallback_spec": "fp4-quantize-fullgraph", "release_args": _BACKEND},
     {
         "name": "nvfp4_quantize[per-token]",
         "function": "nvfp4_quantize",
@@ -309,6 +321,7 @@ FUNCTIONS = [
         "args": _with(_quantizer_args, **_SGLANG_PER_TOKEN),
         "spec": "nvfp4-quantize-fullgraph",
         "variant": ("sfLayout", "per_token_activation", "backend"),
+        "requires_release": {"backends": "cute-dsl"},
     },
     {"name": "mxfp4_quantize", "function": "mxfp4_quantize", "args": _quantizer_args, "spec": "fp4-quantize-fullgraph"},
     {"name": "nvfp4_batched_quantize", "function": "nvfp4_batched_quantize", "args": lambda t, torch: _grouped_args(t, torch, K, True)},
@@ -335,19 +348,29 @@ FUNCTIONS = [
             "global_scale_tensor": lambda: t((1,), torch.float32),
         },
     },
-    {"name": "mxfp8_quantize", "function": "mxfp8_quantize", "args": _quantizer_args},
-    {"name": "mxfp8_quantize[cuda]", "function": "mxfp8_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",)},
+    {"name": "mxfp8_quantize", "function": "mxfp8_quantize", "args": _quantizer_args, "release_args": _BACKEND},
+    {"name": "mxfp8_quantize[cuda]", "function": "mxfp8_quantize", "args": _with(_quantizer_args, backend="cuda"), "variant": ("backend",),
+     "requires_release": {"backends": "cuda"}},
     {
         "name": "mxfp8_quantize[cute-dsl]",
         "function": "mxfp8_quantize",
         "args": _with(_quantizer_args, **_SGLANG_MXFP8),
         "variant": ("backend", "sf_swizzle_layout"),
+        "requires_release": {"backends": "cute-dsl"},
     },
-    # backend="cuda": the default "cutile" needs the cuda-tile package, which a CPU set-up lacks
+    # the backend from the release data: 0.7.0-0.7.2.post1 take "cutile" and "cake" only, 0.7.4 "cuda" too
     {
         "name": "mxfp8_grouped_quantize",
         "function": "mxfp8_grouped_quantize",
+        "args": lambda t, torch: _grouped_args(t, torch, K, False),
+        "release_args": _BACKEND,
+    },
+    {
+        "name": "mxfp8_grouped_quantize[cuda]",
+        "function": "mxfp8_grouped_quantize",
         "args": lambda t, torch: {**_grouped_args(t, torch, K, False), "backend": lambda: "cuda"},
+        "variant": ("backend",),
+        "requires_release": {"backends": "cuda"},
     },
     {
         "name": "silu_and_mul_mxfp8_experts_quantize",
@@ -458,15 +481,159 @@ def _is_tensor_value(torch, v):
     return isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v))
 
 
-def scan_one(entry, torch, flashinfer):
-    """The scan result of one :data:`FUNCTIONS` entry (see the module docstring)."""
+#: How a scanned call is compiled: "nested", a function making the call handed to ``torch.compile`` (how a model's
+#: forward reaches it); "direct", the FlashInfer function itself handed to ``torch.compile`` (as FlashInfer's own
+#: tests and benchmarks do; before torch 2.13 Dynamo starts in the function's own body there).
+FORMS = ("nested", "direct")
+
+
+def _describe_value(torch, value):
+    """A call argument as text, for the result's ``call``: ``bfloat16[8, 7168]`` for a tensor, else ``repr``."""
+    if isinstance(value, torch.Tensor):
+        return "{}[{}]".format(str(value.dtype).replace("torch.", ""), ", ".join(str(d) for d in value.shape))
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return "[{}]".format(", ".join(_describe_value(torch, v) for v in value))
+    return repr(value)
+
+
+class _Planned:
+    """What :func:`planned_pool` makes of a tensor argument: its shape and dtype, no storage (no torch mode)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+    def t(self):  # col_major(): the transposed view engines pass
+        return _Planned(tuple(reversed(self.shape)), self.dtype)
+
+    def transpose(self, a, b):
+        shape = list(self.shape)
+        shape[a], shape[b] = shape[b], shape[a]
+        return _Planned(shape, self.dtype)
+
+
+def _describe_planned(value):
+    if isinstance(value, _Planned):
+        return "{}[{}]".format(str(value.dtype).replace("torch.", ""), ", ".join(str(d) for d in value.shape))
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _Planned) for v in value):
+        return "[{}]".format(", ".join(_describe_planned(v) for v in value))
+    return repr(value)
+
+
+def planned_pool(entry, release, torch):
+    """What :func:`scan_one` may pass for ``entry``, without FlashInfer and without tracing: each parameter of its
+    argument pool described as its result's ``call`` is (``bfloat16[8, 7168]``), and for a parameter it takes
+    from the release data the values that data lists (``release_args``, chosen from per release by
+    :func:`release_choice`). A release's call is the part of the pool its wrapper takes. ``release`` as for
+    :func:`release_choice`. Part of what a release was traced with (``fp4patch.trace.probe_plan``)."""
+    pool = entry["args"](lambda shape, dtype: _Planned(shape, dtype), torch)
+    data = (release or {}).get(spec_for(entry)) or {}
+    return {
+        "pool": {n: _describe_planned(make()) for n, make in sorted(pool.items())},
+        "release_args": {n: data.get(key) for n, key in sorted(entry.get("release_args", {}).items())},
+        "requires_release": dict(sorted(entry.get("requires_release", {}).items())),
+        "dynamo_config": dict(sorted(entry.get("dynamo_config", {}).items())),
+    }
+
+
+def release_choice(entry, parameters, release):
+    """The values ``entry`` takes from the release data (``release_args``: parameter -> key of the entry's spec's
+    ``RELEASE`` on the installed release): the wrapper's own default where that release data lists it, else the
+    first value listed; a parameter the release data has no list for is left out (the wrapper's default).
+    ``release``: ``{spec id: RELEASE dict}`` as fp4patch passes it (``--release-data``), or None."""
+    data = (release or {}).get(spec_for(entry)) or {}
+    chosen = {}
+    for name, key in entry.get("release_args", {}).items():
+        choices = data.get(key)
+        if name not in parameters or not choices:
+            continue
+        default = parameters[name].default
+        chosen[name] = default if default in choices else choices[0]
+    return chosen
+
+
+def release_lacks(entry, release):
+    """Why the installed release cannot make ``entry``'s call by fp4patch's release data (``requires_release``:
+    key -> value its spec's ``RELEASE[key]`` must list, e.g. a backend), or None (none lacking, or no data)."""
+    data = (release or {}).get(spec_for(entry))
+    if data is None:
+        return None
+    for key, value in entry.get("requires_release", {}).items():
+        if value not in data.get(key, ()):
+            return "{} takes no {} {!r} in this release".format(entry["function"], key.rstrip("s"), value)
+    return None
+
+
+def _compile_once(torch, form, fn, tensors, static, settings, probe):
+    """Compile the call once in ``form`` (:data:`FORMS`) with a graph-recording backend; a result fragment:
+    ``passed``, ``graphs``, ``graph_breaks``, ``ops``, ``error`` (``Type: first line``), ``explanation``,
+    ``raised``, ``root_cause``, ``root_location`` and the exception (``_exc``, for the caller's location)."""
     import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    out = {"passed": False, "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None,
+           "root_cause": None, "root_location": None, "_exc": None}
+    try:
+        with torch._dynamo.config.patch(**settings):
+            if form == "direct":
+                torch.compile(fn, fullgraph=True, backend=record, dynamic=False)(**tensors, **static)
+            else:
+                def call(tensors):
+                    return fn(**tensors, **static)
+
+                torch.compile(call, fullgraph=True, backend=record, dynamic=False)(tensors)
+    except Exception as exc:  # noqa: BLE001 - Dynamo / fake failures: first line verbatim, and where it stopped
+        lines = str(exc).strip().splitlines()
+        explanation = [ln.strip() for ln in lines if ln.strip().startswith("Explanation:")]
+        # an exception FlashInfer raised while traced ("Observed exception"): what it was
+        raised = [ln.strip()[len("Developer debug context: raised exception "):] for ln in lines
+                  if ln.strip().startswith("Developer debug context: raised exception ")]
+        cause, where = _trace_probe().root_cause(exc)
+        out.update(
+            graphs=len(graphs),
+            error="{}: {}".format(type(exc).__name__, lines[0] if lines else ""),
+            explanation=explanation[0] if explanation else None,
+            raised=raised[0][:300] if raised else None,
+            root_cause=cause,
+            root_location=where,
+            _exc=exc,
+        )
+        return out
+    try:
+        breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    except Exception:  # noqa: BLE001 - counters are best effort
+        breaks = None
+    ops = []
+    for gm in graphs:
+        ops.extend(probe._custom_op_nodes(gm))
+    compiled = len(graphs) == 1 and not breaks
+    out.update(passed=compiled, graphs=len(graphs), graph_breaks=breaks, ops=ops)
+    if not compiled:
+        out["error"] = f"{len(graphs)} graphs, {breaks} graph breaks"
+    return out
+
+
+def scan_one(entry, torch, flashinfer, release=None, forms=FORMS):
+    """The scan result of one :data:`FUNCTIONS` entry (see the module docstring), compiled in each of ``forms``.
+
+    The result's top-level fields are those of the first form that fails (else of the first form), so ``status``
+    is ``compiles`` only when every form compiles; ``forms`` holds each form's own fragment, ``form`` names the
+    failing one, ``call`` each argument as passed (``bfloat16[8, 7168]``, ``'cutile'``) and ``release_args`` the
+    values taken from the release data (:func:`release_choice`).
+    """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     probe = _trace_probe()
     result = {
         "name": entry["name"], "function": entry["function"], "spec": spec_for(entry), "status": "not-present", "passed": False,
-        "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None, "location": None, "source": None, "defined_at": None,
+        "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None, "location": None, "source": None,
+        "defined_at": None, "root_cause": None, "root_location": None, "form": None, "forms": {}, "call": None, "release_args": {},
     }
     fn = _find(flashinfer, entry["function"])
     if fn is None:
@@ -488,76 +655,55 @@ def scan_one(entry, torch, flashinfer):
     if lacking:  # the variant's parameters are not in this release: nothing to scan
         result["error"] = "{} has no parameter {}".format(entry["function"], ", ".join(lacking))
         return result
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    try:
-        fake_mode = {}
-        if entry.get("dynamo_config", {}).get("capture_dynamic_output_shape_ops"):
-            # the inputs are this mode's fake tensors, so Dynamo traces in this mode: its ShapeEnv must allow
-            # the data-dependent output size the option allows
-            from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-            fake_mode["shape_env"] = ShapeEnv(allow_dynamic_output_shape_ops=True)
-        with FakeTensorMode(allow_non_fake_inputs=True, **fake_mode):
-            def t(shape, dtype):
-                return torch.empty(shape, dtype=dtype, device="cuda")
-
-            pool = entry["args"](t, torch)
-            missing = [
-                n for n, p in parameters.items()
-                if n not in pool and p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-            ]
-            if missing:
-                result.update(status="no-call", error="the scan has no value for required parameter(s) {}".format(", ".join(missing)))
-                return result
-            values = {n: pool[n]() for n in parameters if n in pool}
-            tensors = {n: v for n, v in values.items() if _is_tensor_value(torch, v)}
-            static = {n: v for n, v in values.items() if n not in tensors}
-
-            def call(tensors):
-                return fn(**tensors, **static)
-
-            # an entry's Dynamo settings: what engines set for that call form (deferred finalize returns a
-            # row count only the launcher knows: SGLang and TensorRT-LLM compile it with
-            # capture_dynamic_output_shape_ops); settings this torch lacks are left out
-            settings = {k: v for k, v in entry.get("dynamo_config", {}).items() if hasattr(torch._dynamo.config, k)}
-            with torch._dynamo.config.patch(**settings):
-                torch.compile(call, fullgraph=True, backend=record, dynamic=False)(tensors)
-    except Exception as exc:  # noqa: BLE001 - Dynamo / fake failures: first line verbatim, and where it stopped
-        lines = str(exc).strip().splitlines()
-        explanation = [ln.strip() for ln in lines if ln.strip().startswith("Explanation:")]
-        # an exception FlashInfer raised while traced ("Observed exception"): what it was
-        raised = [ln.strip()[len("Developer debug context: raised exception "):] for ln in lines
-                  if ln.strip().startswith("Developer debug context: raised exception ")]
-        where, line, source = stopped_at(exc, os.path.dirname(os.path.realpath(flashinfer.__file__)))
-        result.update(
-            status="fails",
-            graphs=len(graphs),
-            error="{}: {}".format(type(exc).__name__, lines[0] if lines else ""),
-            explanation=explanation[0] if explanation else None,
-            raised=raised[0][:300] if raised else None,
-            location=f"{where}:{line}" if where else None,
-            source=source,
-        )
+    lacks = release_lacks(entry, release)
+    if lacks:  # the variant's value is not one this release takes (fp4patch's release data)
+        result["error"] = lacks
         return result
-    try:
-        breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-    except Exception:  # noqa: BLE001 - counters are best effort
-        breaks = None
-    ops = []
-    for gm in graphs:
-        ops.extend(probe._custom_op_nodes(gm))
-    compiled = len(graphs) == 1 and not breaks
-    result.update(status="compiles" if compiled else "fails", passed=compiled, graphs=len(graphs), graph_breaks=breaks, ops=ops)
-    if not compiled:
-        result["error"] = f"{len(graphs)} graphs, {breaks} graph breaks"
+    chosen = release_choice(entry, parameters, release)
+    result["release_args"] = {k: repr(v) for k, v in chosen.items()}
+
+    fake_mode = {}
+    if entry.get("dynamo_config", {}).get("capture_dynamic_output_shape_ops"):
+        # the inputs are this mode's fake tensors, so Dynamo traces in this mode: its ShapeEnv must allow
+        # the data-dependent output size the option allows
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        fake_mode["shape_env"] = ShapeEnv(allow_dynamic_output_shape_ops=True)
+    # an entry's Dynamo settings: what engines set for that call form (deferred finalize returns a
+    # row count only the launcher knows: SGLang and TensorRT-LLM compile it with
+    # capture_dynamic_output_shape_ops); settings this torch lacks are left out
+    settings = {k: v for k, v in entry.get("dynamo_config", {}).items() if hasattr(torch._dynamo.config, k)}
+    fragments = {}
+    with FakeTensorMode(allow_non_fake_inputs=True, **fake_mode):
+        def t(shape, dtype):
+            return torch.empty(shape, dtype=dtype, device="cuda")
+
+        pool = {**entry["args"](t, torch), **{name: (lambda v=v: v) for name, v in chosen.items()}}
+        missing = [
+            n for n, p in parameters.items()
+            if n not in pool and p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if missing:
+            result.update(status="no-call", error="the scan has no value for required parameter(s) {}".format(", ".join(missing)))
+            return result
+        values = {n: pool[n]() for n in parameters if n in pool}
+        result["call"] = {n: _describe_value(torch, v) for n, v in values.items()}
+        tensors = {n: v for n, v in values.items() if _is_tensor_value(torch, v)}
+        static = {n: v for n, v in values.items() if n not in tensors}
+        for form in forms:
+            fragments[form] = _compile_once(torch, form, fn, tensors, static, settings, probe)
+    failed = [f for f in forms if not fragments[f]["passed"]]
+    shown = fragments[failed[0] if failed else forms[0]]
+    exc = shown.pop("_exc")
+    for fragment in fragments.values():
+        fragment.pop("_exc", None)
+    result.update({k: v for k, v in shown.items()})
+    result["forms"] = fragments
+    result["form"] = failed[0] if failed else None
+    result["status"] = "fails" if failed else "compiles"
+    if exc is not None:
+        where, line, source = stopped_at(exc, os.path.dirname(os.path.realpath(flashinfer.__file__)))
+        result.update(location=f"{where}:{line}" if where else None, source=source)
     return result
 
 
@@ -572,6 +718,10 @@ def describe(r):
     if r["status"] == "not-needed":  # set by fp4patch (trace.declare_not_needed): the spec declares it, with a reason
         return "not needed: {}".format(r.get("declared") or "declared by its spec")
     text = r["error"] or "fails"
+    if r.get("form") == "direct":
+        text = "handed to torch.compile directly: " + text
+    if r.get("root_cause") and r["root_cause"] not in text:
+        text += " (root cause: {}{})".format(r["root_cause"], " at " + r["root_location"] if r.get("root_location") else "")
     if r.get("raised"):
         text += " ({})".format(r["raised"] if len(r["raised"]) <= 80 else r["raised"][:77] + "...")
     if r.get("location"):
@@ -587,7 +737,14 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", default=None, help="scan only these entry names")
     ap.add_argument("--list", action="store_true", help="print the entries (name, function, spec) as JSON and exit; no torch")
     ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
+    ap.add_argument("--release-data", default="", help="JSON {spec id: RELEASE dict} of the installed release (fp4patch passes it)")
+    ap.add_argument("--forms", default=",".join(FORMS), help="how each call is compiled: nested, direct or both (comma-separated)")
     ns = ap.parse_args(argv)
+    release = json.loads(ns.release_data) if ns.release_data else None
+    forms = tuple(f for f in ns.forms.split(",") if f)
+    if not forms or any(f not in FORMS for f in forms):
+        print("--forms takes {} (comma-separated)".format(" or ".join(FORMS)), file=sys.stderr)
+        return 2
     if ns.list:
         json.dump(catalog(), sys.stdout)
         sys.stdout.write("\n")
@@ -624,7 +781,7 @@ def main(argv=None):
     warnings.filterwarnings("ignore")
     logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
     entries = [e for e in FUNCTIONS if ns.only is None or e["name"] in ns.only]
-    results = [scan_one(e, torch, flashinfer) for e in entries]
+    results = [scan_one(e, torch, flashinfer, release, forms) for e in entries]
     payload = {
         "flashinfer": getattr(flashinfer, "__version__", "unknown"), "flashinfer_file": getattr(flashinfer, "__file__", "?"),
         "torch": torch.__version__, "results": results,

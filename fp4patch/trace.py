@@ -106,14 +106,21 @@ def entries_for_specs(spec_ids: set[str]) -> list[str]:
     return [e["name"] for e in scan_entries() if (e["spec"] in spec_ids or e.get("fallback_spec") in spec_ids) and not e.get("variant")]
 
 
-def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: list[str] | None = None, timeout: float = 1800.0) -> dict[str, Any]:
+def run_scan(
+    env: TargetEnvironment, site_packages: Path | None = None, only: list[str] | None = None, timeout: float = 1800.0,
+    release: dict[str, dict[str, Any]] | None = None, forms: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
     """Run ``scan_probe.py`` in ``env.python``, one child interpreter for the whole scan.
 
     Returns ``{flashinfer, flashinfer_file, torch, results}``; ``results`` holds one dict per
     entry (``name``, ``function``, ``spec``, ``status`` = compiles / fails / not-present / no-call,
-    ``passed``, ``graphs``, ``graph_breaks``, ``ops``, ``error``, ``explanation``, ``location`` =
-    ``flashinfer/FILE.py:LINE`` where tracing stopped, ``source``, ``defined_at``). ``only``
-    restricts the scan to those entry names; time in seconds for ``timeout``.
+    ``passed``, ``graphs``, ``graph_breaks``, ``ops``, ``error``, ``explanation``, ``root_cause`` and
+    ``root_location`` (the exception behind the error), ``location`` = ``flashinfer/FILE.py:LINE`` where
+    tracing stopped, ``source``, ``defined_at``, ``form`` (the form that failed: ``nested`` or ``direct``),
+    ``forms``, ``call``, ``release_args``). ``only`` restricts the scan to those entry names; ``release`` is
+    the release data of the installed release (:func:`probe_release_data`), from which calls take the
+    arguments that depend on the release; ``forms`` how each call is compiled (default: the function called
+    from a compiled function, and handed to ``torch.compile`` directly); time in seconds for ``timeout``.
 
     Raises:
         EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
@@ -121,7 +128,51 @@ def run_scan(env: TargetEnvironment, site_packages: Path | None = None, only: li
     """
     if only is not None and not only:
         return {"results": []}
-    return _run_script(SCAN, ["--only", *only] if only is not None else [], env, site_packages, timeout, "scan", label="fp4patch scan")
+    args = ["--only", *only] if only is not None else []
+    if release is not None:
+        args += ["--release-data", json.dumps(release, sort_keys=True)]
+    if forms is not None:
+        args += ["--forms", ",".join(forms)]
+    return _run_script(SCAN, args, env, site_packages, timeout, "scan", label="fp4patch scan")
+
+
+def probe_release_data(engine: Any, specs: list) -> dict[str, dict[str, Any]]:
+    """spec id → the ``RELEASE`` dict its custom op is rendered with on the installed release
+    (:func:`fp4patch.custom_op.release_data` of each custom-op operation of the targets ``engine`` resolves
+    for it: the spec's ``[target.operation.release]`` over the op source's own). The scan and ``verify
+    --trace`` take a release's call arguments from it (a backend that release accepts). Specs without a
+    custom-op target on that release are left out; ``engine`` is a :class:`fp4patch.engine.Engine`.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        for target in engine.resolve(spec).targets:
+            data = target_release_data(target)
+            if data is not None and spec.id not in out:
+                out[spec.id] = data
+    return out
+
+
+def target_release_data(target: Any) -> dict[str, Any] | None:
+    """The ``RELEASE`` dict of the first custom-op operation of ``target`` (a :class:`fp4patch.spec.Target`), or
+    None when it has none (:func:`fp4patch.custom_op.release_data`)."""
+    from .custom_op import release_data
+
+    for kind, fields in target.operation_specs:
+        if kind == "custom-op":
+            return release_data(fields["target"])
+    return None
+
+
+def listed_release_data(specs: list, version: Any) -> dict[str, dict[str, Any]]:
+    """:func:`probe_release_data` for a release the specs' targets name by their version specifiers (a catalog
+    release), without an installed copy: what a release's evidence is checked against."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        for target in spec.targets_for(version):
+            data = None if target.status else target_release_data(target)
+            if data is not None and spec.id not in out:
+                out[spec.id] = data
+    return out
 
 
 def declare_not_needed(results: list[dict[str, Any]], version: Any, specs: list | None = None) -> list[dict[str, Any]]:
@@ -166,3 +217,52 @@ def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeo
     """
     args = ["--filter", case_filter] if case_filter else []
     return _run_script(OPCHECK_PROBE, args, env, site_packages, timeout, "opcheck probe", "--opcheck needs a CUDA GPU, torch and the patched flashinfer there")
+
+
+#: The spec whose function ``trace_probe.py``'s cases compile (``fp4_quantize``), besides the scan's calls.
+TRACE_SPEC = "fp4-quantize-fullgraph"
+
+
+def probe_plan(spec_id: str, release: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What ``verify --trace`` compiles for spec ``spec_id`` on a release whose release data is ``release``
+    (``{spec id: RELEASE}``, :func:`probe_release_data`), as plain data: each scan entry the spec covers (its
+    default calls, the variants aside) with the argument pool it draws the call from and the release data's
+    choices (``scan_probe.planned_pool``), the forms each call is compiled in, and for ``fp4-quantize-fullgraph``
+    the trace probe's cases. Needs torch (the pools name dtypes), not FlashInfer. The catalog's evidence records
+    its digest (:func:`probe_digest`) as part of what a release was traced with.
+    """
+    import torch
+
+    scan = _load_probe(SCAN, "_fp4patch_scan_probe_plan")
+    names = set(entries_for_specs({spec_id}))
+    plan: dict[str, Any] = {
+        "forms": list(scan.FORMS),
+        "entries": {e["name"]: scan.planned_pool(e, release, torch) for e in scan.FUNCTIONS if e["name"] in names},
+    }
+    if spec_id == TRACE_SPEC:
+        plan["trace_cases"] = _load_probe(PROBE, "_fp4patch_trace_probe_plan").build_cases()
+    return plan
+
+
+def probe_digest(spec_id: str, release: dict[str, dict[str, Any]]) -> str:
+    """12 hex digits of the sha256 of :func:`probe_plan` (canonical JSON): changes exactly when what the probe
+    compiles for that spec on that release does (a shape, a dtype, a value, a backend choice, a form, a case)."""
+    import hashlib
+
+    text = json.dumps(probe_plan(spec_id, release), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _load_probe(path: Path, name: str) -> Any:
+    """The probe script at ``path`` as a module (loaded by path, once per process)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

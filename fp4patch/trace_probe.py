@@ -33,6 +33,7 @@ import collections
 import json
 import os
 import sys
+import traceback
 
 # fp4patch's op for fp4_quantize is named fp4patch::fp4_quantize_<8 hex>: the suffix is a
 # fingerprint of its schema, fake and release data (fp4patch/custom_op.py).
@@ -238,6 +239,29 @@ def _custom_op_nodes(gm):
     return found
 
 
+def root_cause(exc):
+    """``(text, location)`` of the innermost exception behind ``exc`` (``__cause__``, else ``__context__``, even
+    where Dynamo suppressed it: a ``TorchRuntimeError`` "RuntimeError when making fake tensor call" hides the
+    fake's or torch's own error there), or ``(None, None)`` when ``exc`` is its own cause. ``text`` is
+    ``"Type: first line"``, ``location`` ``path:line`` of its innermost frame (the part after ``site-packages/``)."""
+    seen, inner = {id(exc)}, exc
+    while True:
+        nxt = inner.__cause__ or inner.__context__
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        inner = nxt
+    if inner is exc:
+        return None, None
+    lines = str(inner).strip().splitlines()
+    frames = traceback.extract_tb(inner.__traceback__) if inner.__traceback__ is not None else []
+    location = None
+    if frames:
+        filename = frames[-1].filename.replace(os.sep, "/")
+        location = "{}:{}".format(filename.split("site-packages/")[-1], frames[-1].lineno)
+    return "{}: {}".format(type(inner).__name__, lines[0][:300] if lines else ""), location
+
+
 def run_case(case, torch, flashinfer, padded_columns):
     import torch._dynamo
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -271,7 +295,7 @@ def run_case(case, torch, flashinfer, padded_columns):
     m, k = case["m"], case["k"]
     result = dict(case)
     result.update(graphs=None, graph_breaks=None, custom_ops=None, op_node_ok=False,
-                  layout_ok=False, expected=None, traced=None, error=None, error_explanation=None)
+                  layout_ok=False, expected=None, traced=None, error=None, error_explanation=None, root_cause=None, root_location=None)
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
             if case["column_major"]:
@@ -288,6 +312,7 @@ def run_case(case, torch, flashinfer, padded_columns):
         result["error"] = "{}: {}".format(type(e).__name__, msg[0] if msg else "")
         expl = [ln.strip() for ln in msg if ln.strip().startswith("Explanation:")]
         result["error_explanation"] = expl[0] if expl else None
+        result["root_cause"], result["root_location"] = root_cause(e)
         result["graphs"] = len(graphs)
         return result
 

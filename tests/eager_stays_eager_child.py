@@ -5,7 +5,7 @@ prints one line ``FP4PATCH-EAGER <json>``: per scenario ``{"ok", "error", "kerne
 counts the calls of FlashInfer's kernel entry (``fp4_quantize_sm100`` of the JIT module, replaced by a CPU
 stand-in that Dynamo cannot trace, as it cannot trace the real JIT loader) made during the scenario.
 
-``remove``: dotted torch attributes (``torch.compiler.substitute_in_graph``) deleted before FlashInfer is
+``remove``: dotted torch attributes (``torch.compiler.substitute_in_graph``; ``torch.__version__=2.6.0`` sets one) deleted before FlashInfer is
 imported, as on a torch release without them.
 
 Every scenario calls the patched ``fp4_quantize`` of module M (``flashinfer.fp4_quantization`` for 0.6.x,
@@ -55,10 +55,14 @@ P = json.loads(sys.argv[1])
 
 import torch
 
-for dotted in P.get("remove", []):
+for dotted in P.get("remove", []):  # "torch.__version__=2.6.0" replaces instead
+    dotted, _, value = dotted.partition("=")
     owner_name, _, attr = dotted.rpartition(".")
     owner = importlib.import_module(owner_name) if owner_name != "torch._C" else torch._C
-    delattr(owner, attr)
+    if value:
+        setattr(owner, attr, value)
+    else:
+        delattr(owner, attr)
 
 import flashinfer
 

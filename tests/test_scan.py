@@ -52,12 +52,13 @@ VARIANTS = {
     "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]", "mxfp8_quantize[cuda]",
     "mxfp8_quantize[cute-dsl]", "trtllm_fp4_block_scale_moe[do_finalize=False]", "trtllm_fp4_block_scale_routed_moe[do_finalize=False]",
     "trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]", "block_scale_interleave[out]",
+    "mxfp8_grouped_quantize[cuda]",
 }
 # (do_finalize of the FP8 MoE wrappers: 0.6.5; out= of block_scale_interleave: 0.7.2.post1)
 VARIANTS_NOT_IN_060 = {
     "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]", "mxfp8_quantize[cuda]",
     "mxfp8_quantize[cute-dsl]", "trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]",
-    "block_scale_interleave[out]",
+    "block_scale_interleave[out]", "mxfp8_grouped_quantize[cuda]",  # (the last: the function itself is new in 0.6.14)
 }
 # Declared not-needed by their spec on 0.6.0 and 0.7.4 (a host op): the scan reports them so, with the reason.
 DECLARED = {"e2m1_and_ufp8sf_scale_to_float"}
@@ -152,6 +153,9 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
             assert r["status"] == "compiles" and r["passed"], r
             assert r["graphs"] == 1 and r["graph_breaks"] == 0 and r["error"] is None, r
             assert r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r
+            # called from a compiled function and handed to torch.compile directly: one graph, the same op each
+            assert set(r["forms"]) == {"nested", "direct"} and r["form"] is None, r
+            assert all(f["passed"] and f["ops"] == r["ops"] for f in r["forms"].values()), r["forms"]
         elif r["status"] != "not-present":
             assert_wall_named(site, r)
     # the log form: one aligned line per function
@@ -174,7 +178,7 @@ def check_variants_after_apply(site: Path, version: str, variants: dict) -> None
         # block_scale_interleave into a caller's out=
         compiles = deferred | {"trtllm_fp8_block_scale_moe[do_finalize=False]", "trtllm_fp8_per_tensor_scale_moe[do_finalize=False]"} | {
             "fp4_quantize[cuda]", "fp4_quantize[cute-dsl]", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]",
-            "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]", "block_scale_interleave[out]"}
+            "nvfp4_quantize[per-token]", "nvfp4_quantize[per-token,cute-dsl]", "block_scale_interleave[out]", "mxfp8_grouped_quantize[cuda]"}
     for name in compiles:
         r = variants[name]
         assert r["status"] == "compiles" and r["graphs"] == 1 and r["ops"] and all(op.startswith("fp4patch::") for op in r["ops"]), r
@@ -325,3 +329,38 @@ def test_nvfp4_and_mxfp4_quantize_compile_with_api_logging_on(tmp_path_factory) 
     pristine = release_site("0.6.0", tmp_path_factory, bytecode=True)
     unpatched = json.loads(run_cli("scan", "--site-packages", str(pristine), "--json", *names, env=env).stdout)["functions"]
     assert not any(f["passed"] for f in unpatched), unpatched
+
+
+def test_a_release_s_call_arguments_come_from_its_release_data(tmp_path_factory) -> None:
+    """0.7.2 (SGLang 0.5.23's pin; 0.7.2.post1 is vLLM 0.33.0's) takes ``mxfp8_grouped_quantize(backend="cutile" |
+    "cake")`` only; 0.7.4 adds ``"cuda"``. The scan's call takes its backend from the release data the op is
+    rendered from (the wrapper's default where that data lists it), so after apply the function compiles on 0.7.2,
+    and the ``[cuda]`` variant is reported not present there; on 0.7.4 both compile. (The probe passed
+    ``backend="cuda"`` on every release, and ``verify --trace`` failed on both engine pins.)"""
+    on_072 = {r["name"]: r for r in scan(applied_site("0.7.2", tmp_path_factory))["functions"]}
+    r = on_072["mxfp8_grouped_quantize"]
+    assert r["status"] == "compiles" and r["release_args"] == {"backend": "'cutile'"} and r["call"]["backend"] == "'cutile'", r
+    variant = on_072["mxfp8_grouped_quantize[cuda]"]
+    assert variant["status"] == "not-present" and variant["error"] == "mxfp8_grouped_quantize takes no backend 'cuda' in this release", variant
+    assert on_072["fp4_quantize[cute-dsl]"]["status"] == "compiles"  # a backend 0.7.2 has: the variant runs
+
+
+def test_the_root_cause_behind_a_fake_tensor_error_is_shown(tmp_path_factory) -> None:
+    """Without fp4patch's release data (the probe run by hand), ``backend="cuda"`` on 0.7.2 reaches the op's fake,
+    which refuses it as the wrapper does; Dynamo reports only "RuntimeError when making fake tensor call", and the
+    scan names the exception behind it and where it was raised, also in the log line."""
+    import subprocess
+    import sys
+
+    site = applied_site("0.7.2", tmp_path_factory)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "fp4patch" / "scan_probe.py"), "--json", "--path", str(site), "--only", "mxfp8_grouped_quantize[cuda]",
+         "--forms", "nested"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    (r,) = json.loads(done.stdout)["results"]
+    assert r["status"] == "fails" and r["error"].startswith("TorchRuntimeError: RuntimeError when making fake tensor call"), r
+    assert r["root_cause"] == "ValueError: Unsupported backend for mxfp8_grouped_quantize: 'cuda'", r
+    assert r["root_location"].startswith("flashinfer/quantization/fp8_quantization.py:"), r
+    (line,) = scan_lines([r])
+    assert "(root cause: ValueError: Unsupported backend for mxfp8_grouped_quantize: 'cuda' at flashinfer/quantization/fp8_quantization.py:" in line

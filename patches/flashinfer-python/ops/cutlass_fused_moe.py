@@ -1,7 +1,7 @@
 """fp4patch op source for flashinfer.cutlass_fused_moe (CUTLASS fused MoE; the NVFP4 path is what engines compile).
 
 Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
-hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes the caller's value (OP gets the default):
 engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
 specialise on it, so each new batch size would recompile. Under compile the eager body therefore
 tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
@@ -46,7 +46,7 @@ MUTATES_ARGS = tuple(RELEASE["mutates"])
 def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
+    ``tune_max_num_tokens`` stops here: OP gets its default, never the caller's value, so Dynamo never specialises on it.
     """
     if backend == "cake":
         raise NotImplementedError(
@@ -59,7 +59,7 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         profile_ids=None if profile_ids is None else list(profile_ids),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "cutlass_fused_moe"),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return [output] + fresh[:3]
@@ -113,7 +113,7 @@ def op(
         quant_scales=quant_scales if len(quant_scales) else None,
         activation_type=ActivationType(activation_type),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     ))
     if output is not None:
         return _four(result[1:], input)

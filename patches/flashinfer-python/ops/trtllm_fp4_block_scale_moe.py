@@ -1,7 +1,7 @@
 """fp4patch op source for flashinfer.trtllm_fp4_block_scale_moe (TRT-LLM-Gen FP4 block-scale MoE, routing from logits).
 
 Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
-hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes the caller's value (OP gets the default):
 engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
 specialise on it, so each new batch size would recompile. Under compile the eager body therefore
 tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
@@ -65,7 +65,7 @@ MUTATES_ARGS = tuple(RELEASE["mutates"])
 def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
+    ``tune_max_num_tokens`` stops here: OP gets its default, never the caller's value, so Dynamo never specialises on it.
     """
     fresh = OP(
         **OP_PARAMS,
@@ -74,7 +74,7 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_moe"),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the op's first output, or the caller's own tensor
         return [output] if output is not None else [fresh[0]]
@@ -98,7 +98,7 @@ def op(
         **OP_PARAMS,
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize and output is not None:
         return _four(result[1:], hidden_states)

@@ -1,7 +1,7 @@
 """fp4patch op source for flashinfer.trtllm_fp4_block_scale_routed_moe (TRT-LLM-Gen FP4 block-scale MoE, routing precomputed).
 
 Schema: every parameter of the installed wrapper. ``tune_max_num_tokens`` (a tuning-only max-token
-hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes the caller's value (OP gets the default):
 engines pass ``next_power_of_2(num_tokens)``, and an int argument of the op would make Dynamo
 specialise on it, so each new batch size would recompile. Under compile the eager body therefore
 tunes with the release default, 8192 (SGLang's own wrappers of these entry points keep it out of
@@ -71,7 +71,7 @@ def _caller_weights(topk_ids):
 def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums and the tuple form to schema types, then OP.
 
-    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
+    ``tune_max_num_tokens`` stops here: OP gets its default, never the caller's value, so Dynamo never specialises on it.
     """
     if routing_metadata is not None:
         raise TypeError(
@@ -92,7 +92,7 @@ def entry(**OP_PARAMS):
         activation_type=_as_int(activation_type),
         hidden_states_scale_layout=_int_or_none(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_code(nvfp4_4over6, "trtllm_fp4_block_scale_routed_moe"),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
         routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))[:count]
     if do_finalize and output is not None:
@@ -120,7 +120,7 @@ def op(
         topk_ids=topk_ids[0] if len(topk_ids) == 1 else (topk_ids[0], topk_ids[1]),
         hidden_states_scale_layout=None if hidden_states_scale_layout is None else SfLayout(hidden_states_scale_layout),
         nvfp4_4over6=_nvfp4_4over6_argument(nvfp4_4over6),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
         routing_metadata=OMIT,  # only None gets here (refused above otherwise); the wrapper's default
     ))
     if do_finalize and output is not None:

@@ -5,7 +5,7 @@ Schema: every parameter of the installed wrapper (FlashInfer 0.6.0 - 0.7.4, ``fl
 ``routing_replay_out`` 0.6.8, ``gemm1_alpha`` / ``gemm1_beta`` / ``gemm1_clamp_limit`` 0.6.13, ``output``
 0.6.14, ``num_fused_shared_experts`` 0.6.15, ``gemm1_bias`` / ``gemm2_bias`` / ``valid_hidden_size`` /
 ``valid_intermediate_size`` 0.7.0, ``workspace_buffer`` 0.7.4). ``tune_max_num_tokens`` (a tuning-only
-max-token hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes it:
+max-token hint) is in the schema, since entry/op/fake share one signature, but ``entry`` never passes the caller's value (OP gets the default):
 engines pass ``next_power_of_2(num_tokens)`` or a batch-size bound, and an int argument of the op would make
 Dynamo specialise on it, so each new batch size would recompile; under compile the eager body tunes with
 the release default, 8192. Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
@@ -64,14 +64,14 @@ MUTATES_ARGS = tuple(RELEASE["mutates"])
 def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
+    ``tune_max_num_tokens`` stops here: OP gets its default, never the caller's value, so Dynamo never specialises on it.
     """
     fresh = OP(
         **OP_PARAMS,
         routing_method_type=_as_int(routing_method_type),
         fp8_quantization_type=_as_int(fp8_quantization_type),
         activation_type=_as_int(activation_type),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the wrapper's result[0]: the op's first output, or the caller's own tensor
         return output if output is not None else fresh[0]
@@ -120,7 +120,7 @@ def op(
     result = WRAPPER(
         **OP_PARAMS,
         fp8_quantization_type=Fp8QuantizationType(fp8_quantization_type),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the wrapper's one tensor: the caller's output (left out) or its own
         return _four([] if output is not None else [result], hidden_states)

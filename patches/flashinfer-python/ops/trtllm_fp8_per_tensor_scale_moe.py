@@ -4,7 +4,7 @@ Schema: every parameter of the installed wrapper (FlashInfer 0.6.0 - 0.7.4, ``fl
 ``activation_type`` from 0.6.3, ``do_finalize`` 0.6.5, ``norm_topk_prob`` / ``routing_replay_out`` 0.6.8,
 ``output`` 0.6.14, ``gemm1_clamp_limit`` 0.7.2.post1, ``workspace_buffer`` 0.7.4). ``tune_max_num_tokens``
 (a tuning-only max-token hint) is in the schema, since entry/op/fake share one signature, but ``entry``
-never passes it: engines pass a batch-size bound, and an int argument of the op would make Dynamo
+never passes the caller's value (OP gets the default): engines pass a batch-size bound, and an int argument of the op would make Dynamo
 specialise on it, so each new batch size would recompile; under compile the eager body tunes with the
 release default, 8192. Enums cross as int: ``routing_method_type`` (``RoutingMethodType``),
 ``activation_type`` (``ActivationType``; the eager body gives 0.6.3's wrapper the enum back, whose inner op
@@ -55,13 +55,13 @@ MUTATES_ARGS = tuple(RELEASE["mutates"])
 def entry(**OP_PARAMS):
     """Called while compiling with every wrapper parameter by keyword; enums to int, then OP.
 
-    ``tune_max_num_tokens`` stops here: it is not passed to OP, so Dynamo never specialises on it.
+    ``tune_max_num_tokens`` stops here: OP gets its default, never the caller's value, so Dynamo never specialises on it.
     """
     fresh = OP(
         **OP_PARAMS,
         routing_method_type=_as_int(routing_method_type),
         activation_type=_as_int(activation_type),
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the wrapper's result[0]: the op's first output, or the caller's own tensor
         return output if output is not None else fresh[0]
@@ -102,7 +102,7 @@ def op(
     result = WRAPPER(
         **OP_PARAMS,
         activation_type=ActivationType(activation_type) if RELEASE["activation_enum"] else activation_type,
-        tune_max_num_tokens=OMIT,  # never passed: Dynamo would specialise on it (see the module docstring)
+        tune_max_num_tokens=OMIT,  # never the caller's value: Dynamo would specialise on it (see the module docstring)
     )
     if do_finalize:  # the wrapper's one tensor: the caller's output (left out) or its own
         return _four([] if output is not None else [result], hidden_states)
