@@ -15,12 +15,13 @@ TORCH_INDEX_URL ?=
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
-.PHONY: help demo test test-heavy test-recipes test-eras test-all test-property lint bench compat clean
+.PHONY: help demo test test-heavy test-releases test-recipes test-eras test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
 	@echo "make test-heavy - the heavy tests make test leaves out (tests/heavy.txt; CI runs both)"
+	@echo "make test-releases - every wheel release: apply, verify --trace, revert (CI runs it)"
 	@echo "make test-recipes - the Dockerfile, CI workflow and wheel recipes run end to end in fresh venvs (CI runs it too)"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
@@ -45,12 +46,17 @@ TEST_JOBS ?= auto
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe and not heavy" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases" tests
 
 # The heavy tests (tests/heavy.txt: 6 s or more each, whole-pipeline checks in child interpreters); CI runs them
 # after make test. `make test` and `make test-heavy` together are the suite CI runs.
 test-heavy: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases" tests
+
+# Every wheel release of the catalog: apply, verify --trace (nested and direct), revert byte-identical
+# (tests/test_every_release.py, marked releases; about a CPU-minute a release). CI runs it after make test.
+test-releases: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m releases tests
 
 # The recipes end to end (marked `recipe`): the Dockerfile's build stage and the CI workflow's steps run
 # as written, the built wheel installed into a fresh venv; each installs into fresh venvs (minutes).

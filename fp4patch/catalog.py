@@ -64,12 +64,18 @@ class Evidence:
         code: piece name -> 12-hex digest (:class:`fp4patch.fingerprint.Fingerprint.pieces`).
         signature: the edited function's parameters as ``[name, kind, default]`` rows
             (:func:`fp4patch.fingerprint.signature`), ``[]`` for targets that edit none.
+        traced: what ``make compat`` compiled on those releases (wheels, default specs): ``{"ops": [op names],
+            "probe": 12 hex}``, the rendered ops' identities (``fp4patch::<function>_<8 hex>``) and the digest of
+            what the probes compiled for the spec there (:func:`fp4patch.trace.probe_digest`); None where nothing
+            was traced (an sdist, a spec outside the default set). ``tests/test_evidence_traced.py`` fails when
+            either is no longer what fp4patch would render and run.
     """
 
     target: str
     releases: tuple[Version, ...]
     code: dict[str, str]
     signature: tuple[tuple[str, str, str], ...] = ()
+    traced: dict | None = None
 
     @property
     def latest(self) -> Version:
@@ -81,6 +87,7 @@ class Evidence:
             "releases": [str(v) for v in self.releases],
             "code": dict(self.code),
             "signature": [list(row) for row in self.signature],
+            **({"traced": {"ops": list(self.traced["ops"]), "probe": self.traced["probe"]}} if self.traced else {}),
         }
 
 
@@ -193,7 +200,10 @@ def _evidence(path: Path, data: Any) -> dict[str, list[Evidence]]:
                 raise SpecError(f"{path}:1: bad evidence entry of {spec_id!r}: {json.dumps(entry)[:120]}; run make compat to write it") from None
             if not releases or any(len(row) != 3 for row in signature):
                 raise SpecError(f"{path}:1: bad evidence entry of {spec_id!r} (no release, or a signature row that is not [name, kind, default])")
-            parsed.append(Evidence(target, releases, code, signature))
+            traced = entry.get("traced")
+            if traced is not None and not (isinstance(traced, dict) and isinstance(traced.get("ops"), list) and isinstance(traced.get("probe"), str)):
+                raise SpecError(f"{path}:1: bad evidence entry of {spec_id!r}: traced must be {{ops: [...], probe: hex}}; run make compat to write it")
+            parsed.append(Evidence(target, releases, code, signature, {"ops": [str(o) for o in traced["ops"]], "probe": traced["probe"]} if traced else None))
         out[spec_id] = parsed
     return out
 
@@ -223,7 +233,8 @@ def write_evidence(path: Path, evidence: dict[str, list[Evidence]]) -> None:
             rendered.append(
                 "   {" + f'"target": {json.dumps(j["target"])}, "releases": {json.dumps(j["releases"])},\n'
                 f'    "code": {json.dumps(j["code"])},\n'
-                f'    "signature": {json.dumps(j["signature"])}' + "}"
+                f'    "signature": {json.dumps(j["signature"])}'
+                + (f',\n    "traced": {json.dumps(j["traced"])}' if "traced" in j else "") + "}"
             )
         specs.append(f"  {json.dumps(spec_id)}: [\n" + ",\n".join(rendered) + "\n  ]")
     lines.append(",\n".join(specs))
@@ -238,6 +249,7 @@ EVIDENCE_ABOUT = (
     "Written by make compat (python -m fp4patch.compat): per spec, the code each target was verified on. "
     "releases: where make compat applied, traced and reverted the target with this code; code: a 12-hex digest of each piece "
     "the target depends on (the edited function, its callers, its mirrors; ast without docstrings, see fp4patch/fingerprint.py); "
-    "signature: the edited function's parameters [name, kind, default]. A release not listed above takes the target whose code "
+    "signature: the edited function's parameters [name, kind, default]; traced: the rendered ops and the digest of what the probes "
+    "compiled there (default specs, wheels; fp4patch/trace.py probe_digest). A release not listed above takes the target whose code "
     "equals its own. Do not edit by hand."
 )

@@ -96,6 +96,7 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
     started = time.monotonic()
     result: dict[str, Any] = {
         "version": version, "error": "", "specs": {}, "trace": None, "trace_note": "", "revert": {}, "scan": None, "fingerprints": {},
+        "traced": None,
     }
     try:
         archive = fetch("flashinfer-python", version)
@@ -133,22 +134,11 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
                 continue
             for s in to_apply:
                 result["specs"][s.id]["after"] = _state(engine.report(s))
-            if label == "default" and trace and TRACE_SPEC in {s.id for s in to_apply}:
-                if result["archive"] != "wheel":
-                    result["trace_note"] = "sdist: not traced"
-                elif result["specs"][TRACE_SPEC]["after"]["state"] == APPLIED:
-                    from .trace import run_probe
-
-                    try:
-                        cases = run_probe(current(), site, timeout=900)
-                        failed = [c for c in cases if not c.get("passed")]
-                        result["trace"] = {
-                            "passed": len(cases) - len(failed),
-                            "total": len(cases),
-                            "first_failure": f"{failed[0]['name']}: {failed[0].get('error') or 'layout/graph check failed'}" if failed else "",
-                        }
-                    except Fp4PatchError as exc:
-                        result["trace"] = {"passed": 0, "total": 0, "first_failure": str(exc)}
+            if label == "default" and trace and result["archive"] != "wheel":
+                result["trace_note"] = "sdist: not traced"
+            elif label == "default" and trace:
+                applied = [s for s in to_apply if result["specs"][s.id]["after"]["state"] == APPLIED]
+                result["traced"] = trace_applied(engine, site, applied, result)
             if label == "default" and scan:
                 result["scan"]["patched"] = _scan_count(site)
             try:
@@ -158,6 +148,51 @@ def sweep_release(version: str, specs_dir: str | None, trace: bool, scan: bool =
                 result["revert"][label] = f"revert failed: {exc}"
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def trace_applied(engine: Engine, site: Path, applied: list, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What ``verify --trace`` compiles after apply, run on the release at ``site``: the trace probe's cases (when
+    ``fp4-quantize-fullgraph`` is applied; summarized in ``result["trace"]``) and, called from a compiled function
+    and handed directly, the scan's call of each function an applied spec covers, its release-dependent arguments
+    from the release data. Returns spec id -> ``{"passed", "ops", "probe", "failures"}``: whether everything of
+    that spec compiled, its rendered ops and the digest of what was compiled for it (the evidence's ``traced``)."""
+    from .trace import entries_for_specs, probe_digest, probe_release_data, run_probe, run_scan, scan_entries
+
+    ids = {s.id for s in applied}
+    failures: dict[str, list[str]] = {s.id: [] for s in applied}
+    if TRACE_SPEC in ids:
+        try:
+            cases = run_probe(current(), site, timeout=900)
+            failed = [c for c in cases if not c.get("passed")]
+            first = f"{failed[0]['name']}: {failed[0].get('error') or 'layout/graph check failed'}" if failed else ""
+            result["trace"] = {"passed": len(cases) - len(failed), "total": len(cases), "first_failure": first}
+        except Fp4PatchError as exc:
+            result["trace"] = {"passed": 0, "total": 0, "first_failure": str(exc)}
+        if result["trace"]["passed"] != result["trace"]["total"] or not result["trace"]["total"]:
+            failures[TRACE_SPEC].append(f"trace: {result['trace']['first_failure']}")
+    release = probe_release_data(engine, applied)
+    names = entries_for_specs(ids)
+    try:
+        functions = run_scan(current(), site, only=names, timeout=1800, release=release)["results"] if names else []
+    except Fp4PatchError as exc:
+        functions = [{"name": n, "spec": None, "passed": False, "error": str(exc)} for n in names]
+    by_entry = {e["name"]: e for e in scan_entries()}
+    for r in functions:
+        if r.get("passed"):
+            continue
+        entry = by_entry.get(r["name"], {})
+        owner = entry.get("spec") if entry.get("spec") in ids else entry.get("fallback_spec")
+        for spec_id in ([owner] if owner in ids else sorted(ids)):
+            failures[spec_id].append(f"{r['name']}: {r.get('error')}")
+    return {
+        s.id: {
+            "passed": not failures[s.id],
+            "ops": [op.op_name for t in engine.resolve(s).targets for op in t.custom_ops],
+            "probe": probe_digest(s.id, release),
+            "failures": failures[s.id][:3],
+        }
+        for s in applied
+    }
 
 
 def fingerprints(site: Path, specs: list, version) -> dict[str, list[dict[str, Any]]]:
@@ -184,12 +219,15 @@ def verified_specs(release: Release, result: dict[str, Any]) -> set[str]:
         return set()
     trace = result.get("trace")
     trace_ok = not trace or (trace["total"] and trace["passed"] == trace["total"])
+    traced = result.get("traced") or {}
     reverts_ok = not any(result["revert"].values())
     done = set()
     for spec_id, entry in result["specs"].items():
         if entry["after"]["state"] != APPLIED or not reverts_ok:
             continue
         if spec_id == TRACE_SPEC and not trace_ok:
+            continue
+        if spec_id in traced and not traced[spec_id]["passed"]:  # a function of it did not compile, nested or direct
             continue
         done.add(spec_id)
     return done
@@ -205,11 +243,15 @@ def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str,
 
     swept = {r["version"] for r in results}
     rows: dict[tuple, list[Version]] = {}
+
+    def traced_key(traced: dict | None) -> tuple | None:
+        return (tuple(traced["ops"]), traced["probe"]) if traced else None
+
     for spec_id, entries in catalog.evidence.items():
         for e in entries:
             for v in e.releases:
                 if str(v) not in swept:
-                    key = (spec_id, e.target, tuple(sorted(e.code.items())), tuple(e.code), e.signature)
+                    key = (spec_id, e.target, tuple(sorted(e.code.items())), tuple(e.code), e.signature, traced_key(e.traced))
                     rows.setdefault(key, []).append(v)
     by_version = {str(r.version): r for r in catalog.releases}
     for result in results:
@@ -220,15 +262,17 @@ def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str,
         for spec_id, targets in result.get("fingerprints", {}).items():
             if spec_id not in done:
                 continue
+            traced = (result.get("traced") or {}).get(spec_id)
             for t in targets:
                 signature = tuple(tuple(row) for row in t["signature"])
-                key = (spec_id, t["target"], tuple(sorted(t["code"].items())), tuple(t["code"]), signature)
+                key = (spec_id, t["target"], tuple(sorted(t["code"].items())), tuple(t["code"]), signature, traced_key(traced))
                 rows.setdefault(key, []).append(Version(result["version"]))
     evidence: dict[str, list] = {}
-    for (spec_id, target, items, order, signature), versions in rows.items():
+    for (spec_id, target, items, order, signature, traced), versions in rows.items():
         digests = dict(items)
         pieces = {name: digests[name] for name in order}
-        evidence.setdefault(spec_id, []).append(Evidence(target, tuple(sorted(set(versions))), pieces, signature))
+        record = {"ops": list(traced[0]), "probe": traced[1]} if traced else None
+        evidence.setdefault(spec_id, []).append(Evidence(target, tuple(sorted(set(versions))), pieces, signature, record))
     return evidence
 
 
@@ -394,6 +438,9 @@ def problems(release: Release, result: dict[str, Any]) -> list[str]:
     trace = result.get("trace")
     if trace and trace["passed"] != trace["total"] or trace and not trace["total"]:
         found.append(f"trace: {trace['passed']}/{trace['total']} ({trace['first_failure']})")
+    for spec_id, traced in (result.get("traced") or {}).items():
+        if not traced["passed"]:
+            found.append(f"{spec_id}: does not compile: {'; '.join(traced['failures'])}")
     fullgraph_applied = result["specs"].get(TRACE_SPEC, {}).get("after", {}).get("state") == APPLIED
     if result.get("traced_requested") and result.get("archive") == "wheel" and fullgraph_applied and trace is None:
         found.append("trace: not run")
