@@ -50,12 +50,18 @@ def prepare_torch(torch, scan_probe_path):
     The stubs come first (Dynamo captures some ``torch.cuda`` functions when it is imported). Then Dynamo, the
     Inductor modules ``torch.compile(...)`` loads when a module decorates a function with it (SGLang does at
     import), and ``torch.utils._triton.has_triton()`` (cached): all of them probe for ``triton`` at import, and
-    must see the real interpreter, not a stand-in.
+    must see the real interpreter, not a stand-in. And one fake CUDA tensor, before :func:`cuda_reported` ever
+    says CUDA is available.
     """
     probe = load_by_path(scan_probe_path, "_engine_scan_probe")
     probe.install_device_stubs(torch)
     import torch._dynamo
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # The first fake CUDA tensor initialises the GPU context (a real CUDA tensor) when CUDA says it is available
+    # (torch 2.11: fake_tensor.init_gpu_context, cached per device): make it now, while CUDA says it is not.
+    with FakeTensorMode():
+        torch.empty(1, device="cuda")
     torch.compile(lambda: None)  # builds (never runs) the Inductor wrapper, loading its modules
     try:
         from torch.utils._triton import has_triton

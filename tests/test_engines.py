@@ -33,8 +33,12 @@ from packaging.version import Version
 from .conftest import REPO, applied_site, engine_site, release_site
 from .python_forkserver import child_json
 
+# heavy (make test-heavy) as a module: each test reads the result of a child that imports an engine (15-45 s), run
+# once per test process; tests/heavy.txt lists those measured, the others must not fall into make test with it.
+# make test runs tests/test_child_support.py, the stand-in machinery these children rest on.
 pytestmark = [
     pytest.mark.torch,
+    pytest.mark.heavy,
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
 ]
 
@@ -82,6 +86,20 @@ def _op(name: str) -> str:
     return rf"fp4patch::{name}_[0-9a-f]{{8}}"
 
 
+def _stops_in_flashinfer(r: dict, entered: str, where) -> None:
+    """The call failed under Dynamo inside FlashInfer's code, after entering the file ``entered`` (the wrapper the
+    engine called), and no stand-in was called.
+
+    Where the loader is reached it is the wall; on an older torch Dynamo may stop earlier in the same wrapper (torch
+    2.11: ``importlib.util.find_spec`` in the CuTe-DSL check is skipped, and the scan probe's device-properties
+    stand-in is not traced), which the tests accept: tracing still stops inside FlashInfer.
+    """
+    assert r["graphs"] == 0 and r["error"].startswith(("Unsupported:", "InternalTorchDynamoError:")), (where, r)
+    assert r["flashinfer_at"] and r["flashinfer_at"].startswith("flashinfer/"), (where, r)
+    assert any(f.startswith(entered + ":") for f in r["flashinfer_frames"]), (where, r["flashinfer_frames"])
+    assert r["stand_ins"] == [], (where, r["stand_ins"])
+
+
 def _compiled(r: dict, where) -> None:
     """One graph, no graph break, no error, no stand-in called."""
     assert "error" not in r, (where, r.get("error"), r.get("tb"))
@@ -118,15 +136,14 @@ def test_sglang_fp4_moe_runner_patched(form: str, tmp_path_factory) -> None:
 @pytest.mark.parametrize("form", list(MOE_FORMS))
 def test_sglang_fp4_moe_runner_pristine_stops_in_flashinfer(form: str, tmp_path_factory) -> None:
     """Unpatched, Dynamo traces into FlashInfer's ``nvfp4_quantize``, the runner's first FlashInfer call, and stops
-    there: on a machine without CuTe-DSL at the wrapper's own availability check, else further in its code."""
+    there: on a machine without CuTe-DSL at the wrapper's own availability check (torch 2.13 and later: its
+    ``RuntimeError``), else further in its code."""
     res = result("sglang", SGLANG_FLASHINFER, tmp_path_factory, SGLANG_PRISTINE)
     r = res["cases"][f"moe[{form}]"]
-    assert r["graphs"] == 0 and r["error"].startswith("Unsupported:"), r
-    assert r["flashinfer_at"].startswith("flashinfer/quantization/fp4_quantization.py:"), r
+    _stops_in_flashinfer(r, "flashinfer/quantization/fp4_quantization.py", form)
     assert "nvfp4_quantize(" in r["engine_at_source"], r
-    if not res["cute_dsl"]:
-        assert r["flashinfer_at_source"].startswith("raise RuntimeError("), r
-    assert r["stand_ins"] == []
+    if not res["cute_dsl"] and r["flashinfer_at"].startswith("flashinfer/quantization/fp4_quantization.py:"):
+        assert r["flashinfer_at_source"].startswith("raise RuntimeError("), r  # "CuTe-DSL ... is not available"
 
 
 @pytest.mark.xdist_group("engine-sglang")
@@ -166,10 +183,10 @@ def test_sglang_rmsnorm_fp8_fusion_patched(function: str, tmp_path_factory) -> N
 def test_sglang_rmsnorm_fp8_fusion_pristine_meets_the_jit_loader(function: str, tmp_path_factory) -> None:
     """Unpatched, the fused norm's FlashInfer call loads its JIT module under Dynamo and stops in the loader."""
     r = result("sglang", SGLANG_FLASHINFER, tmp_path_factory, SGLANG_PRISTINE)["cases"][f"norm[{function}]"]
-    assert r["graphs"] == 0 and r["error"].startswith("Unsupported:"), r
+    _stops_in_flashinfer(r, "flashinfer/norm/__init__.py", function)
     assert r["engine_at"].startswith("sglang/srt/layers/layernorm.py:") and f"_flashinfer_{function}(" in r["engine_at_source"], r
-    assert any(f.startswith("flashinfer/norm/") for f in r["flashinfer_frames"]), r
-    assert r["flashinfer_at"].startswith("flashinfer/jit/"), r
+    if r["error"].startswith("Unsupported:"):
+        assert r["flashinfer_at"].startswith("flashinfer/jit/"), r  # the JIT loader (datetime.now on 0.7.2)
 
 
 SGLANG_OWN = {
@@ -220,11 +237,10 @@ def test_vllm_per_token_quantize_patched(tmp_path_factory) -> None:
 def test_vllm_per_token_quantize_pristine_meets_the_jit_loader(tmp_path_factory) -> None:
     """Unpatched, FlashInfer's ``nvfp4_quantize`` loads its JIT module under Dynamo and stops in the loader."""
     r = result("vllm", VLLM_FLASHINFER, tmp_path_factory, VLLM_PRISTINE)["cases"]["per_token"]
-    assert r["graphs"] == 0 and r["error"].startswith("Unsupported:"), r
+    _stops_in_flashinfer(r, "flashinfer/quantization/fp4_quantization.py", "per_token")
     assert r["engine_at"].startswith("vllm/model_executor/layers/quantization/utils/flashinfer_utils.py:"), r
-    assert any(f.startswith("flashinfer/quantization/fp4_quantization.py:") for f in r["flashinfer_frames"]), r
-    assert r["flashinfer_at"].startswith("flashinfer/jit/"), r
-    assert r["stand_ins"] == []
+    if r["error"].startswith("Unsupported:"):
+        assert r["flashinfer_at"].startswith("flashinfer/jit/"), r  # the JIT loader (nvcc in a subprocess)
 
 
 VLLM_OWN = {
