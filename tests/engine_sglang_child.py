@@ -30,8 +30,9 @@ tensors; each case is one ``torch.compile(fullgraph=True)`` of a function making
 * ``own[...]``: SGLang's own custom ops around FlashInfer (the NVFP4 linear's ``fp4_quantize`` and ``fp4_gemm``, the
   piecewise-CUDA-graph MoE ops), each expected to stay one opaque node.
 
-Besides ``cases``: ``torch`` (version), ``stand_ins`` (the packages stood in for), ``cute_dsl`` (whether FlashInfer
-finds CuTe-DSL here).
+Besides ``cases``: ``torch`` (version), ``stand_ins`` (the entries of :data:`MISSING` served),
+``unneeded_stand_ins`` (entries neither served nor installed: the list should not carry them), ``cute_dsl`` (whether
+FlashInfer finds CuTe-DSL here).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ with support.cuda_reported(torch):
     from sglang.srt.layers.quantization.fp4_utils import fp4_quantize as sglang_fp4_quantize
     from sglang.srt.layers.quantization.fp8 import Fp8Config, Fp8LinearMethod
     from sglang.srt.layers.quantization.modelopt_quant import ModelOptFp4Config, ModelOptNvFp4FusedMoEMethod, fp4_gemm
-    from sglang.srt.runtime_context import get_flags, get_parallel, override_platform
+    from sglang.srt.runtime_context import get_flags, get_parallel
 
     class _SingleRankGroup:
         """The tensor-parallel group of a one-GPU server (TP 1): what ``use_symmetric_memory`` reads of it."""
@@ -174,8 +175,7 @@ with support.cuda_reported(torch):
         methods = {}
         for backend in ("flashinfer_trtllm", "flashinfer_trtllm_routed"):
             get_flags().moe.runner_backend = MoeRunnerBackend(backend)  # --moe-runner-backend, as published
-            with override_platform(is_blackwell=True, is_sm100=True):
-                method = ModelOptNvFp4FusedMoEMethod(quant_config)
+            method = ModelOptNvFp4FusedMoEMethod(quant_config)  # checks get_platform().is_blackwell: the stubs' SM100
             method.create_moe_runner(layer, runner_config)
             methods[backend] = method
         correction_bias = t((E,), torch.float32)  # DeepSeek-V3's e_score_correction_bias (fp32)

@@ -25,7 +25,8 @@ neither). Each case is one ``torch.compile(fullgraph=True)`` of vLLM's own call 
   (``fused_moe/runner/moe_runner.py``): its name is reported as ``moe_forward_selected``, and
   ``own[moe_forward]`` traces a call of it.
 
-Besides ``cases``: ``torch``, ``stand_ins`` (the packages stood in for), ``platform`` (vLLM's current platform class).
+Besides ``cases``: ``torch``, ``stand_ins`` (the entries of :data:`MISSING` served), ``unneeded_stand_ins`` (entries
+neither served nor installed), ``platform`` (vLLM's current platform class), ``moe_forward_selected``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ SGLANG, SGLANG_FLASHINFER = "0.5.23", "0.7.2"
 VLLM, VLLM_FLASHINFER = "0.33.0", "0.7.2.post1"
 #: installed (not stood in for): both engines build their runtime state from msgspec.Struct classes
 MSGSPEC = "0.23.0"
-M, K, E = 8, 7168, 256
+M, K = 8, 7168  # tokens, hidden size: the children's (DeepSeek-V3-like)
 CHILDREN = {"sglang": (REPO / "tests" / "engine_sglang_child.py", "FP4PATCH-SGLANG-RESULT "),
             "vllm": (REPO / "tests" / "engine_vllm_child.py", "FP4PATCH-VLLM-RESULT ")}
 MOE_FORMS = {"logits": "trtllm_fp4_block_scale_moe", "topk": "trtllm_fp4_block_scale_routed_moe",
@@ -61,8 +61,12 @@ def _torch_traces_contextvar() -> bool:
 
 
 def result(engine: str, flashinfer: str, tmp_path_factory, only: list[str], *specs: str) -> dict:
-    """The child's result for ``engine`` on FlashInfer ``flashinfer`` patched with ``specs`` (``("default",)``: the
-    default specs; none: pristine), running the cases ``only``; one child per arguments and test process."""
+    """The child's result (the JSON dict its docstring describes) for ``engine`` (``"sglang"`` or ``"vllm"``) on
+    FlashInfer ``flashinfer`` patched with ``specs`` (``"default"``: the default specs; none: pristine), running the
+    cases ``only``; one child per arguments and test process (tests sharing a child carry one ``xdist_group``).
+
+    Fails the test when the child exits non-zero or prints no result (``child_json``); raises
+    ``fp4patch.errors.EnvironmentProblem`` when a wheel cannot be had from the registry."""
     key = (engine, flashinfer, specs, tuple(only))
     if key not in _results:
         if not specs:
