@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from fp4patch.releases import fetch, unpack
+from fp4patch.releases import cache_dir, fetch, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS_DIR = REPO / "patches"
@@ -142,6 +142,39 @@ def applied_site(version: str, tmp_path_factory: pytest.TempPathFactory, *specs:
             shutil.rmtree(where, ignore_errors=True)
             shutil.copytree(source, where, symlinks=True, copy_function=os.link)
             run_cli("apply", "--site-packages", str(where), *(a for s in specs for a in ("--spec", s)), check=True)
+            complete.touch()
+    return where
+
+
+def engine_cache() -> Path:
+    """Where serving engines' wheels (and the few of their dependencies the engine tests install rather than stand
+    in for) are downloaded and unpacked: ``engines/cp<major><minor>`` beside the release cache
+    (``$FP4PATCH_CACHE/../engines/cp311`` by default ``~/.cache/fp4patch/engines/cp311``), outside the clone. Per
+    Python version, because the wheels are (sglang 0.5.23 ships cp311 extension modules, msgspec is compiled)."""
+    return cache_dir().parent / "engines" / f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+def engine_site(name: str, version: str, sources_only: bool = False) -> Path:
+    """A site-packages holding the ``name==version`` wheel from the package registry, installed without its
+    dependencies (``pip download --no-deps``, :func:`fp4patch.releases.fetch`) and unpacked once into
+    :func:`engine_cache` (a file lock and a ``.complete`` marker, as for :func:`release_site`); shared, read-only.
+
+    ``sources_only``: only the Python sources and small data files (:func:`fp4patch.releases.is_source`) and the
+    ``.dist-info``; the vllm 0.33.0 wheel is 336 MB of mostly CUDA binaries that a CPU interpreter cannot load.
+    SGLang 0.5.23 is unpacked whole (132 MB): its JIT utilities check at import that ``sglang/kernels/jit`` has
+    its ``include`` and ``csrc`` folders.
+
+    Raises:
+        fp4patch.errors.EnvironmentProblem: the registry has no such wheel or cannot be reached.
+    """
+    root = engine_cache()
+    root.mkdir(parents=True, exist_ok=True)
+    name_dir = root / f"{name}-{version}{'-src' if sources_only else ''}"
+    where, complete = name_dir / "site-packages", name_dir / ".complete"
+    with FileLock(str(root / f".{name_dir.name}.unpack.lock")):
+        if not complete.exists():
+            shutil.rmtree(where, ignore_errors=True)
+            unpack(fetch(name, version, cache=root), where, sources_only=sources_only)
             complete.touch()
     return where
 
