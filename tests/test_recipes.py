@@ -232,10 +232,13 @@ def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
     (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
-    assert " -n 3 --dist loadgroup " in run and '-m "not property_long and not eras and not exhaustive and not recipe and not heavy"' in run
+    quick = '-m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases"'
+    assert " -n 3 --dist loadgroup " in run and quick in run
     (heavy,) = [line for line in make_dry_run("test-heavy", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
     # the heavy tests make test leaves out, with the same other exclusions: together they are the suite
-    assert " -n 3 --dist loadgroup " in heavy and '-m "heavy and not property_long and not eras and not exhaustive and not recipe"' in heavy
+    assert " -n 3 --dist loadgroup " in heavy and '-m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases"' in heavy
+    (releases,) = [line for line in make_dry_run("test-releases", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
+    assert " -n 3 --dist loadgroup " in releases and "-m releases" in releases
     (recipes,) = [line for line in make_dry_run("test-recipes", f"VENV={tmp_path / 'venv'}") if " -m pytest " in line]
     assert '-m recipe' in recipes
 
