@@ -492,9 +492,13 @@ def verify(
             waiting = {t["file"] for r in reports if r["state"] in ("applicable", "needs-check") for t in r.get("targets", [])}
             edited = [f for f in engine.changed_since_apply() if f in waiting]
             if edited and not interrupted:
+                from .render import apply_command, blocking
+
+                waiting_reports = [r for r in reports if r["state"] in ("applicable", "needs-check")]
+                then = apply_command(waiting_reports, [*env.options, *_specs_options(specs_dir)], blocking(reports, ok_states))
                 interrupted = (
                     f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
-                    f"`{engine.command('revert', '--force')}` (puts the installed original back), then apply"
+                    f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
                 )
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted:

@@ -180,7 +180,10 @@ def check_apply(
             reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
             notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
         elif record and current != record.patched_sha256:
-            raise FileSystemError(f"{plan.path}: changed since fp4patch patched it; reinstall {dist.name} or run `{command('revert', '--force')}`")
+            raise FileSystemError(
+                f"{plan.path}: changed since fp4patch patched it; run `{command('revert', '--force')}` (puts the installed originals "
+                f"back), then `{command('apply')}`"
+            )
         elif not record and not allow_modified:
             check_baseline(dist, plan.relative, plan.path, plan.current)
     return reinstalled

@@ -239,7 +239,7 @@ def failure_hint(
     parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
     blocked = blocking(reports, ok_states)
     waiting = [r for r in reports if r["state"] in ("applicable", "needs-check") and r["state"] not in ok_states]
-    if waiting:
+    if waiting and not interrupted:  # the note carries its own instruction (finish, revert --force first, ...): one a state
         parts.append(f"run `{apply_command(waiting, apply_options, blocked)}`")
     if blocked:
         parts.append("see the detail column; upstream changed or the version is not covered")
@@ -326,9 +326,12 @@ def github_annotations(
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(
-            prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states)))
-        )
+        if not r["detail"] and interrupted and r["state"] == "applicable":
+            # the first error says what to run (an apply would be refused or is not the first step): one instruction
+            detail = f"{r['id']} is not applied; do what the first error says"
+        else:
+            detail = r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states))
+        message = escape_annotation(prefix + detail)
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:

@@ -180,11 +180,18 @@ def test_a_hand_edit_that_undoes_a_patch_advises_the_revert_that_apply_needs_fir
     done = run_cli("verify", *sp(site_060))
     last = done.stdout.splitlines()[-1]
     assert done.returncode == 1 and "flashinfer/gemm/gemm_base.py: changed since fp4patch patched it" in last, done.stdout
-    revert = re.search(r"run `(fp4patch revert [^`]+)`", last)
-    assert revert and "--force" in revert[1] and f"--site-packages {site_060}" in revert[1], last
-    assert run_cli("apply", *sp(site_060)).returncode != 0  # what the advice used to be: refused
-    run_cli(*shlex.split(revert[1])[1:], check=True)
-    run_cli("apply", *sp(site_060), check=True)
+    # one state, one instruction: `revert --force`, then `apply` (never also a bare "run `fp4patch apply`", which exits 3)
+    commands = re.findall(r"`(fp4patch [^`]+)`", last)
+    assert [shlex.split(c)[1] for c in commands] == ["revert", "apply"] and "--force" in commands[0], last
+    assert all(f"--site-packages {site_060}" in c for c in commands), last
+    assert last.count("run `") == 1, last
+    github = run_cli("verify", "--format", "github", *sp(site_060)).stdout
+    errors = [line for line in github.splitlines() if line.startswith("::error")]
+    assert "revert" in errors[0] and not any("run `fp4patch apply" in line for line in errors), github
+    refused = run_cli("apply", *sp(site_060))  # what the advice used to be: refused, and its line says the same two steps
+    assert refused.returncode == 3 and re.findall(r"`fp4patch (\w+)", refused.stderr) == ["revert", "apply"], refused.stderr
+    for command in commands:  # followed as printed
+        run_cli(*shlex.split(command)[1:], check=True)
     assert run_cli("verify", *sp(site_060)).returncode == 0
 
 
