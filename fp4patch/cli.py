@@ -102,8 +102,9 @@ FormatOpt = Annotated[
     ),
 ]
 
-def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
-    """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code."""
+def _run(as_json: bool, body: Callable[[], int], quiet: bool = False, github: bool = False) -> None:
+    """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code (with
+    ``--json``, also the JSON error object on stdout; with ``--format github``, an ``::error`` annotation)."""
     out.quiet = quiet
     try:
         code = body()
@@ -119,9 +120,18 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
         message = _error_message(exc)
         if as_json:
             print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
+        elif github:  # a CI log shows the annotations: the refusal is one too
+            from .render import escape_annotation
+
+            print(f"::error title=fp4patch {_command_name()} failed::{escape_annotation(message)}", flush=True)
         err.print(f"fp4patch: error: {message}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _command_name() -> str:
+    """The subcommand this process runs (``verify``), for messages; ``""`` when there is none."""
+    return next((a for a in sys.argv[1:] if not a.startswith("-")), "")
 
 
 def _error_message(exc: Fp4PatchError) -> str:
@@ -467,7 +477,7 @@ def verify(
     as_json = as_json or output_format == "json"
     github = output_format == "github"
     if against or wheel or sdist:
-        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github, skip, strict), quiet)
+        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github, skip, strict), quiet, github)
         return
 
     def body() -> int:
@@ -530,7 +540,7 @@ def verify(
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
-    _run(as_json, body, quiet)
+    _run(as_json, body, quiet, github)
 
 
 @app.command(cls=Command)
@@ -599,7 +609,9 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
     if site_packages:
         raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
     specs, selected, distribution = _selection(specs_dir, spec_ids, skip=skip)
-    source, archive = resolve_archive(against, wheel, sdist, distribution)
+    from .catalog import load_catalog
+
+    source, archive = resolve_archive(against, wheel, sdist, distribution, load_catalog(distribution, specs_dir))
     trace_env = from_python(python) if python else None
     report = check_against(
         source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict)
