@@ -440,3 +440,49 @@ def test_a_recorded_verify_answer_is_not_used_under_another_pycache_prefix(site_
     verify = run_cli("verify", *BOTH, "--python", str(python_b), env=env)
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
+
+
+@pytest.fixture(scope="module")
+def static_only_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv as `make demo` leaves .demo/target: flashinfer-python 0.6.0 (hard-linked) and nothing else, no torch."""
+    where = tmp_path_factory.mktemp("static") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = venv_site(where)
+    shutil.rmtree(site)
+    shutil.copytree(release_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link)
+    return where
+
+
+@pytest.mark.parametrize("command", [("verify", "--trace"), ("scan",)], ids=["verify-trace", "scan"])
+def test_trace_and_scan_without_torch_give_the_pip_line_that_makes_them_work(static_only_venv: Path, command: tuple[str, ...]) -> None:
+    """The README's demo target has no torch: `verify --trace` and `scan` there end in one line carrying the one
+    `pip install` of torch's CPU build and FlashInfer's import-time dependencies into that interpreter."""
+    import shlex
+
+    from fp4patch.trace import TORCH_CPU_INDEX, TRACE_REQUIREMENTS
+
+    python = str(static_only_venv / "bin" / "python")
+    done = run_cli(*command, "--python", python)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    line = one_line_error(done.stderr)
+    assert "cannot import torch" in line and f"`fp4patch {command[0]}" in line, line
+    pip_line = shlex.split(line.rsplit("`", 2)[-2])
+    assert pip_line[:4] == [python, "-m", "pip", "install"] and TORCH_CPU_INDEX in pip_line and pip_line[-len(TRACE_REQUIREMENTS):] == list(TRACE_REQUIREMENTS)
+
+
+def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
+    """fp4patch's advised requirements for a CPU trace are the ones requirements-test.txt gives the suite, whose
+    trace tests import the real 0.6.0 and 0.7.4 on CPU with them (besides torch)."""
+    from packaging.requirements import Requirement
+
+    from fp4patch.trace import TRACE_REQUIREMENTS
+
+    from .conftest import REPO
+
+    lines = (REPO / "requirements-test.txt").read_text().split("# flashinfer-python's import-time dependencies", 1)[1].splitlines()
+    listed = {Requirement(line).name for line in lines[1:] if line.strip() and not line.startswith("#")}
+    assert {Requirement(r).name for r in TRACE_REQUIREMENTS} == listed | {"torch"}
+    # the README gives the same line for the demo's target
+    from fp4patch.trace import install_line
+
+    assert f"$ {install_line('.demo/target/bin/python')}\n" in (REPO / "README.md").read_text()
