@@ -314,7 +314,11 @@ def diff(
             print(json.dumps({**_header(engine), "files": [{"file": p.relative, "specs": p.specs, "diff": p.unified_diff()} for p in plans]}, indent=2))
             return EXIT_OK
         if not plans:
-            err.print("nothing to change: every selected spec is already applied")
+            done = _nothing_to_change(engine, selected)
+            if stat:  # the summary of a patched environment says so, not "0 file(s)"
+                _print_lines([done])
+                return EXIT_OK
+            err.print(done, markup=False)  # stdout stays an empty diff
         if stat:
             _print_lines(_diff_stat(plans))
             return EXIT_OK
@@ -413,6 +417,17 @@ def _print_changes(engine, selected) -> None:
                 err.print(f"fp4patch: {spec.id}: the code that differs from the nearest verified release:", markup=False)
                 sys.stderr.write(text)
                 sys.stderr.flush()
+
+
+def _nothing_to_change(engine, selected) -> str:
+    """``diff``'s line when ``apply`` would write nothing: the environment is patched (every selected spec applied,
+    ``status`` names any declared not needed here), or no selected spec needs anything on this release."""
+    h = _header(engine)
+    reports = [engine.report(s).to_json() for s in selected]
+    applied = [r["id"] for r in reports if r["state"] == "applied"]
+    if applied:
+        return f"nothing to change: {h['distribution']} {h['version']} is patched ({len(applied)} selected spec(s) applied; `fp4patch verify` checks it)"
+    return f"nothing to change: no selected spec needs a change on {h['distribution']} {h['version']} (`fp4patch status` says why)"
 
 
 def _diff_stat(plans) -> list[str]:
@@ -693,6 +708,9 @@ def revert(
     def body() -> int:
         _check_output_options(as_json, None, quiet)
         _, engine, _ = _context(python, site_packages, specs_dir, None, all_specs=True)
+        from .selection import check_known
+
+        check_known(spec or [], [s.id for s in engine.specs])  # a typo is "unknown spec", as in every other command
         if spec and engine.store.load() is None and not engine.interrupted():
             # the same answer as naming a spec that is not applied while others are (exit 2)
             raise UsageError(f"spec {min(spec)!r} is not applied here (applied: none); `fp4patch status` shows the state of each spec")
