@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color
+from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color, wrap, wrapped
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -220,10 +220,10 @@ def _release_note(engine, reports) -> list[str]:
     if engine.catalog.lists(engine.dist.version):
         return []
     latest = engine.catalog.latest.version
-    return [
+    return wrap(
         f"note: {engine.dist.version} is not a release fp4patch knows (latest known: {latest}); each spec takes the target whose "
         f"verified code equals the installed code, else the nearest release's, checked on CPU by `fp4patch apply`; {OPCHECK_NOTE}"
-    ]
+    )
 
 
 def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
@@ -278,9 +278,9 @@ def status(
         recorded, declared = _split_declared(applied, [r.to_json() for r in reports])
         _print_lines([
             f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
-            f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}",
-            *([f"stale record: {stale}"] if stale else []),
-            *([f"{paint('interrupted:', 'red', color)} {interrupted}"] if interrupted else []),
+            *wrap(f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}"),
+            *(wrap(f"stale record: {stale}") if stale else []),
+            *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
             *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
             *_release_note(engine, reports),
         ])
@@ -383,13 +383,13 @@ def apply(
         if not written:
             # only declared specs selected: nothing was ever applied, so not 'already applied'
             done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
-            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written", markup=False)
+            out.print(wrapped(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written"), markup=False)
         for plan in written:
-            out.print(f"patched {plan.relative} ({', '.join(plan.specs)})", markup=False)
+            out.print(wrapped(f"patched {plan.relative} ({', '.join(plan.specs)})"), markup=False)
         if written:
-            out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}", markup=False)
+            out.print(wrapped(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}"), markup=False)
         for r in left_out:
-            out.print(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)", markup=False)
+            out.print(wrapped(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)"), markup=False)
         from .render import inherited_lines
 
         for line in inherited_lines(h["version"], reports):
@@ -432,15 +432,15 @@ def _nothing_to_change(engine, selected) -> str:
 
 def _diff_stat(plans) -> list[str]:
     """``diff --stat``: per file ``path  +added -removed  (specs)``, aligned, then a total line."""
+    from .render import aligned
+
     rows = []
     for plan in plans:
         lines = plan.unified_diff().splitlines()
         added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
         removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
         rows.append((plan.relative, f"+{added} -{removed}", ", ".join(plan.specs), added, removed))
-    width = max((len(r[0]) for r in rows), default=0)
-    numbers = max((len(r[1]) for r in rows), default=0)
-    out = [f"  {r[0]:<{width}}  {r[1]:<{numbers}}  {r[2]}" for r in rows]
+    out = aligned([[(r[0], ""), (r[1], ""), (r[2], "")] for r in rows])
     out.append(f"{len(rows)} file(s), +{sum(r[3] for r in rows)} -{sum(r[4] for r in rows)} lines; `fp4patch diff` without --stat prints them")
     return out
 
@@ -676,7 +676,7 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         ]
         if report.after_apply:
             lines += ["after apply (in the temporary copy):", *reports_lines([r.to_json() for r in report.after_apply], color=color)]
-        lines += [f"{paint('will not apply:', 'red', color)} {line}" for line in report.drifted]
+        lines += [w.replace("will not apply:", paint("will not apply:", "red", color), 1) for line in report.drifted for w in wrap(f"will not apply: {line}")]
         if report.trace is not None:
             lines += trace_lines(report.trace, color)
         if report.trace_functions:
@@ -731,7 +731,8 @@ def revert(
                 # a recorded spec that was not needed on this release changed no file: only its record goes
                 idle = "" if restored or engine.dropped else " (it changed no file)"
                 out.print(
-                    f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`{engine.command('revert')}` reverts those too)"
+                    wrapped(f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`{engine.command('revert')}` reverts those too)"),
+                    markup=False,
                 )
             elif restored:
                 out.print(f"{name}: reverted; originals restored byte for byte in {h['site_packages']}")
@@ -759,9 +760,9 @@ def clean(
             print(json.dumps({"schema": JSON_SCHEMA_VERSION, "removed": [s.to_json() for s in removed], "kept": [s.to_json() for s in kept]}, indent=2))
             return EXIT_OK
         for state in removed:
-            out.print(f"removed {state.reason}", markup=False)
+            out.print(wrapped(f"removed {state.reason}"), markup=False)
         for state in kept:
-            out.print(f"kept {state.reason}", markup=False)
+            out.print(wrapped(f"kept {state.reason}"), markup=False)
         if not removed and not kept:
             out.print("nothing to clean: no fp4patch state here")
         return EXIT_OK

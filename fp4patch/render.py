@@ -80,17 +80,67 @@ def paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
 
 
-def aligned(rows: list[list[tuple[str, str]]], color: bool = False, indent: str = "  ") -> list[str]:
+#: Columns of a log (stdout not a terminal, no ``COLUMNS``): what rich's ``out`` console gets too (:func:`_console`).
+LOG_WIDTH = 160
+#: The narrowest a wrapped column gets, however far right it starts.
+MIN_COLUMN = 40
+
+
+def log_width() -> int:
+    """Columns to wrap plain output at: the terminal's width on a terminal, else ``COLUMNS`` when set to a
+    number of at least 40, else :data:`LOG_WIDTH` (a CI or docker build log)."""
+    if sys.stdout.isatty():
+        import shutil
+
+        return max(shutil.get_terminal_size().columns, MIN_COLUMN)
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= MIN_COLUMN else LOG_WIDTH
+
+
+def wrap(text: str, indent: str = "    ", width: int | None = None) -> list[str]:
+    """``text`` (one logical line) as lines of at most ``width`` columns (default :func:`log_width`), the
+    continuation lines indented by ``indent``; words are never broken (a spec id, a path or a command that is
+    longer than the width stands alone on its line), nor at their hyphens, and a command in backticks stays on one
+    line, to be copied whole."""
+    import re
+    import textwrap
+
+    width = width or log_width()
+    if len(text) <= width:
+        return [text]
+    glued = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", "\0"), text)  # NUL: no output line holds one
+    lines = textwrap.wrap(
+        glued, width=max(width, len(indent) + MIN_COLUMN), subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
+    return [line.replace("\0", " ") for line in lines] or [text]
+
+
+def wrapped(text: str, indent: str = "    ", width: int | None = None) -> str:
+    """:func:`wrap`'s lines joined with newlines: what a command prints for one long line."""
+    return "\n".join(wrap(text, indent, width))
+
+
+def aligned(rows: list[list[tuple[str, str]]], color: bool = False, indent: str = "  ", width: int | None = None) -> list[str]:
     """Rows of ``(text, style)`` cells as lines with the columns aligned (two spaces apart; the
-    last column is not padded; trailing spaces dropped); styles applied when ``color``."""
+    last column is not padded; trailing spaces dropped); styles applied when ``color``. A last column that
+    would run past ``width`` (default :func:`log_width`) wraps, its continuation lines starting under it."""
     widths = [max((len(row[i][0]) for row in rows if i < len(row)), default=0) for i in range(max((len(r) for r in rows), default=0))]
+    width = width or log_width()
     lines = []
     for row in rows:
         cells = []
+        start = len(indent)
         for i, (text, style) in enumerate(row):
-            pad = "" if i == len(row) - 1 else " " * (widths[i] - len(text))
-            cells.append(paint(text, style, color) + pad)
-        lines.append((indent + "  ".join(cells)).rstrip())
+            if i == len(row) - 1:
+                pieces = wrap(text, "", max(width - start, MIN_COLUMN)) if text else [text]
+                cells.append(paint(pieces[0], style, color))
+                lines.append((indent + "  ".join(cells)).rstrip())
+                lines.extend((" " * start + paint(piece, style, color)).rstrip() for piece in pieces[1:])
+                break
+            cells.append(paint(text, style, color) + " " * (widths[i] - len(text)))
+            start += widths[i] + 2
+        else:
+            lines.append((indent + "  ".join(cells)).rstrip())
     return lines
 
 
@@ -137,8 +187,8 @@ def inherited_lines(version: str, reports: list[dict[str, Any]], each: bool = Tr
     groups: dict[str, list[str]] = {}
     for r in taken:
         groups.setdefault(r["basis"]["description"], []).append(r["id"])
-    lines = [f"{version}: {', '.join(ids)} {description}" for description, ids in groups.items()] if each else []
-    return [*lines, f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}"]
+    lines = [line for description, ids in groups.items() for line in wrap(f"{version}: {', '.join(ids)} {description}")] if each else []
+    return [*lines, *wrap(f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}")]
 
 
 def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
@@ -205,8 +255,7 @@ def scan_table(title: str, results: list[dict[str, Any]]) -> Table:
 
 def scan_lines(results: list[dict[str, Any]]) -> list[str]:
     """Plain text for logs: one aligned line per scan result, ``  <function>  <detail>``."""
-    width = max((len(r["name"]) for r in results), default=0)
-    return [f"  {r['name']:<{width}}  {scan_detail(r)}".rstrip() for r in results]
+    return aligned([[(r["name"], ""), (scan_detail(r), "")] for r in results])
 
 
 def scan_summary(results: list[dict[str, Any]]) -> str:
@@ -416,7 +465,11 @@ def verify_output(
             lines += ["patched functions under fullgraph:", *scan_lines(functions)]
         if opcheck is not None:
             lines += opcheck_lines(opcheck)
-        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions, interrupted, apply_options)}")
+        if ok:
+            lines.append(paint("verify: ok", "green", color))
+        else:
+            first, *rest = wrap(f"verify: failed — {failure_hint(reports, ok_states, cases, functions, interrupted, apply_options)}")
+            lines += [first.replace("verify: failed", paint("verify: failed", "red", color), 1), *rest]
         print("\n".join(lines), flush=True)
 
 

@@ -195,8 +195,9 @@ def removed_specs(manifest: Manifest, ids: list[str] | None) -> set[str]:
         # a recorded spec that changed no file (not needed on this release) is not called applied
         applied = manifest.applied_specs()
         idle = [s for s in manifest.specs if s not in applied]
+        listed = f"applied: {', '.join(applied) or 'none'}" if len(applied) <= 3 else f"{len(applied)} specs applied"
         raise UsageError(
-            f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
-            f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
+            f"spec {min(unknown)!r} is not applied here ({listed}"
+            f"{'; ' + str(len(idle)) + ' recorded that changed no file' if idle else ''}); `fp4patch status` lists them"
         )
     return removing

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import re
 import shutil
 import stat
 import subprocess
@@ -176,7 +177,7 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
         # the advised command acts on the environment verify was given (run as written, it works)
         assert f"run `fp4patch apply --python {python}` (rewrites it) or delete it" in verify.stderr
         if not extra:  # the log's last line gives the reason too, not "see above" about another stream
-            last = verify.stdout.splitlines()[-1]
+            last = re.sub(r"\n {4}(?=\S)", " ", verify.stdout).splitlines()[-1]  # a long line wraps at the log width
             assert last.startswith("verify: failed — ") and f"{pyc}: unchecked-hash bytecode" in last, verify.stdout
             assert "see above" not in verify.stdout
         if extra == ("--format", "github"):  # a CI run shows annotations: one must say why it failed
