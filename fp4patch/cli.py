@@ -106,16 +106,17 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False, github: bo
     """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code (with
     ``--json``, also the JSON error object on stdout; with ``--format github``, an ``::error`` annotation)."""
     out.quiet = quiet
+    from .interrupts import INTERRUPTS
+
     try:
         code = body()
-    except KeyboardInterrupt:
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except INTERRUPTS as interrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
-        err.print(f"fp4patch: {message(command)}", markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        err.print(f"fp4patch: {message(_command_name(), interrupt)}", markup=False)
+        raise typer.Exit(exit_code(interrupt)) from None
     except Fp4PatchError as exc:
         message = _error_message(exc)
         if as_json:
@@ -850,19 +851,24 @@ def run() -> None:
     except ImportError:
         from click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
 
+    from . import interrupts
+
     try:
         code = app(prog_name="fp4patch", standalone_mode=False)
+        if code == interrupts.EXIT_INTERRUPTED and not interrupts.reported:
+            # typer returns a KeyboardInterrupt that escaped the command's parsing as a silent 130
+            raise KeyboardInterrupt
     except NoArgsIsHelpError:
         sys.exit(EXIT_USAGE)  # typer has printed the help once already
     except ClickUsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "fp4patch"
         print(f"fp4patch: error: {exc.format_message()} (see `{command} --help`)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except (KeyboardInterrupt, typer.Abort):
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except (*interrupts.INTERRUPTS, typer.Abort) as interrupt:
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        print(f"fp4patch: {message()}", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        print(f"fp4patch: {message(_command_name(), interrupt)}", file=sys.stderr)
+        sys.exit(exit_code(interrupt))
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -117,7 +117,10 @@ def verify_recorded(args: VerifyArguments) -> int | None:
 
 def main() -> None:
     """Console-script entry point (``fp4patch``, ``python -m fp4patch``); exit codes as documented
-    (130 for Ctrl-C, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    (130 for Ctrl-C, 143 for SIGTERM, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    from .interrupts import INTERRUPTS, on_terminate
+
+    on_terminate()
     try:
         _main()
     except BrokenPipeError:  # `fp4patch verify --json | head -1`: the reader left; say nothing more
@@ -126,13 +129,13 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
-    except KeyboardInterrupt:  # before the CLI took over (imports): nothing was written
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except INTERRUPTS as interrupt:  # before the CLI took over (imports): nothing was written
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        sys.stderr.write(f"fp4patch: {message()}\n")
-        sys.exit(EXIT_INTERRUPTED)
+        sys.stderr.write(f"fp4patch: {message('', interrupt)}\n")
+        sys.exit(exit_code(interrupt))
 
 
 def _main() -> None:

@@ -99,7 +99,8 @@ def fault_point(step: str) -> None:
     """Fault injection for the crash tests: ``FP4PATCH_FAULT=<step>:<n>`` SIGKILLs this process
     when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
     the engine's steps are ``plan`` (before anything is written), ``journal``, ``backup``, ``file``,
-    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead."""
+    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead, ``<step>:<n>:sigterm``
+    SIGTERM (a CI timeout, ``docker build`` cancelled)."""
     wanted = os.environ.get("FP4PATCH_FAULT")
     if not wanted:
         return
@@ -109,7 +110,7 @@ def fault_point(step: str) -> None:
         return
     _fault_counts[step] = _fault_counts.get(step, 0) + 1
     if _fault_counts[step] == int(count or 1):
-        os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGKILL)
+        os.kill(os.getpid(), {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(how, signal.SIGKILL))
 
 
 def remove_temp_files(path: Path) -> list[Path]:
