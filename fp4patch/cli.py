@@ -117,6 +117,13 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False, github: bo
 
         err.print(f"fp4patch: {message(_command_name(), interrupt)}", markup=False)
         raise typer.Exit(exit_code(interrupt)) from None
+    except PermissionError as denied:  # a file or folder this user may not read or write: one line, exit 3
+        exc = _permission_error(denied)
+        message = str(exc)
+        if as_json:
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
+        err.print(f"fp4patch: error: {message}", markup=False)
+        raise typer.Exit(exc.exit_code) from None
     except Fp4PatchError as exc:
         message = _error_message(exc)
         if as_json:
@@ -128,6 +135,24 @@ def _run(as_json: bool, body: Callable[[], int], quiet: bool = False, github: bo
         err.print(f"fp4patch: error: {message}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _permission_error(denied: PermissionError) -> Fp4PatchError:
+    """The one-line refusal (exit 3) for a file or folder this user may not read or write: fp4patch's state
+    (``.fp4patch/``, written by another user under a strict umask, or by fp4patch before it gave the state
+    site-packages' mode) names the ``chmod`` that shares it; anything else, the owner."""
+    from .errors import FileSystemError
+    from .locations import STATE_DIR
+
+    where = denied.filename or "a file"
+    parts = Path(str(where)).parts
+    if STATE_DIR in parts:
+        state = Path(*parts[: parts.index(STATE_DIR) + 1])
+        return FileSystemError(
+            f"{where}: cannot read fp4patch's state ({denied.strerror}): another user wrote it under a strict umask; "
+            f"run as that user, or let everyone read it: `chmod -R a+rX {state}`"
+        )
+    return FileSystemError(f"{where}: {denied.strerror}; run as the owner of the environment, or make it readable")
 
 
 def _command_name() -> str:

@@ -134,8 +134,15 @@ class ManifestStore:
             raise FileSystemError(f"{self.path}: unreadable manifest ({exc}); remove {self.root} after reinstalling the distribution") from None
 
     def save(self, manifest: Manifest) -> None:
-        """Write the manifest atomically (creating the state directory)."""
+        """Write the manifest atomically (creating the state directory). The state folders take the mode of
+        site-packages (those of an older fp4patch run under a strict umask too), so that every user who can
+        read the distribution can read fp4patch's record of it."""
         self._mkdir(self.root)
+        from .files import share_mode
+
+        site_packages = self.root.parent.parent
+        for folder in (self.root.parent, self.root, self.backups):
+            share_mode(folder, site_packages)
         atomic_write(self.path, manifest.to_json(), mode=0o644)
 
     def load_journal(self) -> Journal | None:
@@ -194,7 +201,9 @@ class ManifestStore:
 
     @staticmethod
     def _mkdir(path: Path) -> None:
+        from .files import make_directory
+
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            make_directory(path)
         except OSError as exc:
             raise FileSystemError(f"{path}: cannot create ({exc.strerror}); make site-packages writable") from None

@@ -487,3 +487,98 @@ def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
     from fp4patch.trace import install_line
 
     assert f"$ {install_line('.demo/target/bin/python')}\n" in (REPO / "README.md").read_text()
+
+
+# ------------------------------------------------------------------ a root apply under umask 077, another user serving
+def _other_user_python() -> tuple[list[str], dict[str, str]] | None:
+    """``(argv prefix, env)`` that runs this Python's torch and fp4patch as the user ``nobody`` (uid 65534): this
+    interpreter if nobody may run it, else a system interpreter of the same version with this one's import paths
+    (a pyenv under /root is not readable by other users); None when there is none, or this is not root."""
+    import pwd
+
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwuid(65534)
+    except KeyError:
+        return None
+    paths = [p for p in sys.path if p and Path(p).is_dir() and (Path(p, "torch").is_dir() or Path(p, "typer").is_dir())]
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([repo, *paths]), "NO_COLOR": "1", "COLUMNS": "200"}
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")):
+        if not candidate:
+            continue
+        try:
+            probe = subprocess.run([candidate, "-c", "import torch, fp4patch, typer"], env=env, user=65534, group=65534,
+                                   capture_output=True, check=False)
+        except OSError:  # nobody may not run it
+            continue
+        if probe.returncode == 0:
+            return [candidate], env
+    return None
+
+
+@TORCH_SKIP
+def test_a_root_apply_under_umask_077_serves_another_user(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An image built as root under `umask 077`, run as another user: after apply the bytecode of every patched file
+    went from 644 to 600 (and stayed 600 after revert), `.fp4patch/` and its folders were 700, and the serving
+    user's `status`/`verify` ended in a PermissionError traceback. Now what fp4patch writes beside FlashInfer takes
+    the modes of what it replaces (bytecode: the source's) and site-packages' (its folders), and that user's
+    status, verify, import and compile work; a state they cannot read is one line, exit 3."""
+    import tempfile
+
+    other = _other_user_python()
+    if other is None:
+        pytest.skip("needs root, a `nobody` user and an interpreter nobody may run with this one's torch")
+    prefix, env = other
+    base = Path(tempfile.mkdtemp(prefix="fp4patch-umask-", dir="/tmp"))  # pytest's tmp_path is private to root
+    try:
+        base.chmod(0o755)
+        site = base / "site-packages"
+        shutil.copytree(release_site("0.6.0", tmp_path_factory, bytecode=True), site, symlinks=True, copy_function=os.link)
+        home = base / "home"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        sources = [FP4, CPP_EXT]
+        assert all((site / s).stat().st_mode & 0o777 == 0o644 for s in sources)
+
+        def as_root(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "fp4patch", *args, "--site-packages", str(site)], cwd=base,
+                                  env={**os.environ, "NO_COLOR": "1"}, preexec_fn=lambda: os.umask(0o077),
+                                  capture_output=True, text=True, check=False)
+
+        def as_other(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([*prefix, *args], cwd=base, env={**env, "HOME": str(home)}, user=65534, group=65534,
+                                  capture_output=True, text=True, check=False)
+
+        def pyc_modes() -> set[int]:
+            return {p.stat().st_mode & 0o777 for s in sources for p in (site / s).parent.glob(f"__pycache__/{Path(s).stem}.*.pyc")}
+
+        assert as_root("apply").returncode == 0
+        assert pyc_modes() == {0o644}, pyc_modes()
+        state = site / STATE
+        assert {p.stat().st_mode & 0o777 for p in [state, *state.rglob("*")] if p.is_dir()} == {0o755}
+        assert {p.stat().st_mode & 0o777 for p in state.rglob("*") if p.is_file()} == {0o644}
+        for command in (("status",), ("verify",)):
+            done = as_other("-m", "fp4patch", *command, "--site-packages", str(site))
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        imported = as_other("-c", f"import sys; sys.path.insert(0, {str(site)!r}); import flashinfer.fp4_quantization as m; "
+                                  "print(m._fp4patch_fp4_quantize_available)")
+        assert imported.returncode == 0 and imported.stdout.split()[-1] == "True", imported.stderr[-3000:]
+        compiled = as_other("-m", "fp4patch", "scan", "--json", "--function", "fp4_quantize", "--site-packages", str(site))
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
+        scanned = {r["name"]: r["status"] for r in json.loads(compiled.stdout)["functions"]}
+        assert scanned["fp4_quantize"] == "compiles", compiled.stdout[-3000:]
+        # a state this user cannot read (an older fp4patch's 700 folders): one line, exit 3, the chmod that shares it
+        (state / "flashinfer-python").chmod(0o700)
+        for command in ("status", "verify"):
+            done = as_other("-m", "fp4patch", command, "--site-packages", str(site))
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            assert done.returncode == 3 and len(lines) == 1 and f"chmod -R a+rX {state}" in lines[0], done.stderr[-3000:]
+        (state / "flashinfer-python").chmod(0o755)
+        assert as_root("revert").returncode == 0
+        assert pyc_modes() == {0o644}, pyc_modes()
+        assert as_other("-m", "fp4patch", "status", "--site-packages", str(site)).returncode == 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
