@@ -613,7 +613,7 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     # callers are looked up by name: one missing from a release must not break the module's import
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers))))
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers))) + _set_piece(fn))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -764,7 +764,7 @@ def _fp4patch_{fn}_tracing():
     get, modes = _fp4patch_{fn}_get_mode, _fp4patch_{fn}_modes
     if get is not None and None not in modes and all(get(mode) is None for mode in modes):
         return False  # a real call (torch without these internals: through the op, which runs it once)
-    return _fp4patch_{fn}_ready()
+    return _fp4patch_{fn}_set_whole() and _fp4patch_{fn}_ready()
 
 
 class _fp4patch_{fn}_flag_from_is_compiling:
@@ -793,7 +793,7 @@ else:
 def _fp4patch_{fn}_traced():
     # The redirect's second test in the copy Dynamo traces: marked as a constant result, so Dynamo
     # runs it (registering the op if that is still to do) instead of tracing it.
-    return _fp4patch_{fn}_ready()
+    return _fp4patch_{fn}_set_whole() and _fp4patch_{fn}_ready()
 
 
 _fp4patch_{fn}_traceable = {{}}
@@ -925,6 +925,48 @@ if _fp4patch_{fn}_available:
         if getattr(_fp4patch_{fn}_globals.get(_fp4patch_name), "__wrapped__", None) is not None:
             _fp4patch_{fn}_globals[_fp4patch_name] = _fp4patch_{fn}_api_entry(_fp4patch_{fn}_globals[_fp4patch_name])
     _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_on_dynamo)
+'''
+
+
+def _set_piece(fn: str) -> str:
+    """The rendered block's check that FlashInfer's patched files loaded in this process are one whole set
+    (:mod:`fp4patch.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
+    enter the op. A piece of its own, appended to ``_TAIL``; per-apply values (the token) are in the stamp, outside
+    the fingerprinted code."""
+    return _SET_TAIL.replace("{fn}", fn)
+
+
+_SET_TAIL = '''
+
+def _fp4patch_{fn}_set_whole():
+    # fp4patch apply appends to every file it leaves patched the set's stamp, _fp4patch_set = (token, modules,
+    # seen): seen is True when fp4patch's record named that token as the module was imported. {fn} traces through
+    # the op only when this module's stamp was seen so and every module of the set loaded in this process carries
+    # the same token: a process that imported while an apply or revert ran, or after one was killed half-way,
+    # never compiles through a half-patched set. Without a stamp (a block run as rendered) there is nothing to check.
+    stamp = _fp4patch_{fn}_globals.get("_fp4patch_set")
+    if stamp is None:
+        return True
+    why = None if stamp[2] is True else stamp[2]
+    for name in stamp[1] if why is None else ():
+        other = getattr(sys.modules.get(name), "_fp4patch_set", None) if name in sys.modules else stamp
+        if other is None or other[0] != stamp[0] or other[2] is not True:
+            why = name + (" was imported unpatched" if other is None else " was imported from another fp4patch apply")
+            break
+    if why is None:
+        return True
+    if not any(getattr(sys.modules.get(name), "_fp4patch_set_warned", False) for name in stamp[1]):
+        import warnings
+
+        _fp4patch_{fn}_globals["_fp4patch_set_warned"] = True
+        warnings.warn(
+            "fp4patch: FlashInfer's patched files loaded in this process are not one whole set (" + why + "), so {fn} "
+            "and the other patched functions trace as their unpatched code here; start the process again once "
+            "fp4patch apply or revert has finished",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return False
 '''
 
 

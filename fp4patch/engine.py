@@ -38,7 +38,7 @@ from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
-from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change
+from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
 from .report import SpecReport, TargetReport, check_spec
 from .selection import (
@@ -100,6 +100,8 @@ class Engine:
         self.inputs = self.sources.inputs
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
+        #: The set token the last :meth:`plan` stamped its files with (:mod:`fp4patch.set_stamp`); None: none patched.
+        self.set_token: str | None = None
         #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
         #: (``--specs-dir D``) as the command was given them (set by the CLI), repeated in every command
         #: a message advises (:meth:`command`) so that it works as written.
@@ -219,7 +221,13 @@ class Engine:
                 out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
         by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
-        return {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
+        plans = {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
+        # every file the apply leaves patched carries the set's stamp (fp4patch.set_stamp), also one patched before
+        manifest = self.store.load()
+        if manifest is not None and other_install(manifest, self.dist):
+            manifest = None  # another install's record: its files are not this install's set
+        plans, self.set_token = stamp_set(self.sources, plans, manifest)
+        return plans
 
     def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:
         """The files ``apply`` would change, with their new contents (writes nothing). A
@@ -310,7 +318,8 @@ class Engine:
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(
-            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken}
+            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken},
+            self.set_token,
         )
         if change is None:
             return []

@@ -138,7 +138,13 @@ def fault_point(step: str) -> None:
     when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
     the engine's steps are ``plan`` (before anything is written), ``journal``, ``backup``, ``file``,
     ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead, ``<step>:<n>:sigterm``
-    SIGTERM (a CI timeout, ``docker build`` cancelled)."""
+    SIGTERM (a CI timeout, ``docker build`` cancelled). ``FP4PATCH_PAUSE=<step>:<seconds>`` sleeps at every such
+    step instead (the concurrent-importer tests)."""
+    pause = os.environ.get("FP4PATCH_PAUSE")  # <step>:<seconds>: stop that long at every such step (the tests'
+    if pause and pause.partition(":")[0] == step:  # importers then meet a write phase that lasts, as on a slow disk)
+        import time
+
+        time.sleep(float(pause.partition(":")[2] or 0))
     wanted = os.environ.get("FP4PATCH_FAULT")
     if not wanted:
         return

@@ -50,6 +50,9 @@ class Manifest:
     #: (:meth:`fp4patch.evidence.Basis.to_record`: "as verified on 0.7.4, same code", "checked on CPU
     #: for 0.7.5"); absent for listed releases and in older manifests.
     basis: dict[str, dict] = field(default_factory=dict)
+    #: The token of the set of patched files this record belongs to (:mod:`fp4patch.set_stamp`): a patched module
+    #: traces through fp4patch's ops only when its stamp's token is this one (None in older manifests).
+    set_token: str | None = None
 
     def to_json(self) -> bytes:
         """Serialise (sorted keys, trailing newline)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,6 +114,47 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
     return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
 
 
+def stamp_set(sources: Sources, plans: dict[str, FilePlan], manifest: Manifest | None) -> tuple[dict[str, FilePlan], str | None]:
+    """``plans`` (each file's patched bytes without a stamp) with every file of the set that the apply leaves
+    patched stamped with the set's token (:mod:`fp4patch.set_stamp`), and that token (None: no file is patched).
+
+    The set: each planned file whose result differs from its original (the record's, else the file as it is), and
+    each file ``manifest`` (this install's record) holds as patched by specs not planned now; the latter get a plan
+    of their own when their stamp changes (the set's token names all of its contents), which the preflight
+    (:func:`check_apply`) checks like any other write.
+
+    Raises:
+        FileSystemError: a recorded file cannot be read.
+    """
+    from dataclasses import replace
+
+    from .set_stamp import restamp, strip
+
+    records = manifest.files if manifest else {}
+    unstamped: dict[str, bytes] = {}
+    for relative, plan in plans.items():
+        record = records.get(relative)
+        original = record.original_sha256 if record else sha256(strip(plan.current))
+        if sha256(plan.patched) != original:
+            unstamped[relative] = plan.patched
+    present: dict[str, bytes] = {}
+    for relative in records:
+        path = sources.dist.locate(relative)
+        if relative not in plans and path.is_file():
+            present[relative] = read_bytes(path)
+            unstamped[relative] = strip(present[relative])
+    if not unstamped:
+        return plans, None
+    token, stamped = restamp(unstamped, sources.store.path.relative_to(sources.dist.site_packages).as_posix())
+    out = dict(plans)
+    for relative, data in stamped.items():
+        if relative in plans:
+            out[relative] = replace(plans[relative], patched=data)
+        elif data != present[relative]:
+            out[relative] = FilePlan(relative, sources.dist.locate(relative), present[relative], data, sorted(records[relative].specs))
+    return out, token
+
+
 def check_result(path: Path, data: bytes) -> None:
     """The patched bytes must compile (CPython); else nothing is written.
 
@@ -197,13 +238,15 @@ def apply_change(
     reinstalled: set[str],
     requested: list[str],
     taken: dict[str, Basis | None],
+    set_token: str | None = None,
 ) -> Change | None:
     """The :class:`Change` that writes ``plans`` (checked by :func:`check_apply`, which found
     ``reinstalled``) and records them in a new manifest: ``manifest``'s specs and files (this
     install's record, None when there is none) with ``taken`` — each spec applied and the basis
     it was resolved on (kept in the manifest unless the release is listed: "as verified on 0.7.4,
     same code") — and each planned file's hashes, specs and mode. ``requested``: the spec ids the
-    journal names.
+    journal names; ``set_token``: the token the planned files are stamped with (:func:`stamp_set`), recorded in
+    the manifest, which the journal writes after every file (the set is whole from then on).
 
     None when there is nothing to write: no file changes and the manifest would not either, or
     every selected spec is obsolete, not needed or already in the files.
@@ -216,7 +259,10 @@ def apply_change(
     for spec_id, resolved in taken.items():
         if resolved is not None and resolved.kind not in ("listed", "no-target"):
             basis[spec_id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
-    new_manifest = Manifest(dist.name, str(dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(dist.dist), basis=basis)
+    new_manifest = Manifest(
+        dist.name, str(dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(dist.dist), basis=basis,
+        set_token=set_token if set_token is not None else manifest.set_token,
+    )
     for plan in plans.values():
         old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
         original = old.original_sha256 if old else sha256(plan.current)
@@ -300,9 +346,34 @@ def revert_change(
             del records[relative]
             dropped.append(relative)
         writes.append((relative, path, current, new, record.mode))
+    token = None
+    if records:  # the files that stay patched are a new set: each gets its stamp (set_stamp), the manifest its token
+        from .set_stamp import restamp, strip
+
+        new_bytes = {relative: new for relative, _, _, new, _ in writes}
+        present = {}
+        for relative, record in records.items():
+            if relative not in new_bytes:
+                path = dist.locate(relative)
+                present[relative] = read_bytes(path) if path.is_file() else b""
+                if sha256(present[relative]) != record.patched_sha256 and not force:
+                    raise FileSystemError(
+                        f"{path}: changed since apply (sha256 differs from the manifest); not rewriting it with the specs that "
+                        f"stay — reinstall {dist.name}, or use --force"
+                    )
+        unstamped = {r: strip(new_bytes[r] if r in new_bytes else present[r]) for r in records}
+        token, stamped = restamp(unstamped, store.path.relative_to(dist.site_packages).as_posix())
+        writes = [(r, path, cur, stamped[r] if r in stamped else new, mode) for r, path, cur, new, mode in writes]
+        for relative, data in stamped.items():
+            records[relative] = replace(records[relative], patched_sha256=sha256(data))
+            if relative in present and data != present[relative]:
+                writes.append((relative, dist.locate(relative), present[relative], data, records[relative].mode))
     kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
     new_manifest = (
-        Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis)
+        Manifest(
+            manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256,
+            basis=kept_basis, set_token=token,
+        )
         if records
         else None
     )

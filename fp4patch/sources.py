@@ -51,7 +51,9 @@ class Sources:
         self.inputs[name] = None if data is None else sha256(data)
 
     def load_module(self, path: Path) -> tuple[bytes, libcst.Module] | None:
-        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing.
+        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing. The module is the
+        file without the set stamp fp4patch appends to the files it patched (:mod:`fp4patch.set_stamp`): what
+        the operations check and transform; the bytes are the file's as they are.
 
         Raises:
             DriftError: the file is not valid Python (the message names the line); nothing written.
@@ -67,8 +69,10 @@ class Sources:
         cached = self._parsed.get(path)
         if cached is not None and cached[0] == data:
             return cached  # libcst trees are immutable: one parse per file contents and command
+        from .set_stamp import strip
+
         try:
-            loaded = data, cst.parse_module(data)
+            loaded = data, cst.parse_module(strip(data))
         except cst.ParserSyntaxError as exc:
             raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution — nothing written") from None
         except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
