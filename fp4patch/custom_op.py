@@ -738,7 +738,7 @@ def _fp4patch_{fn}_ready():
     if _fp4patch_{fn}_entry is None:
         with _fp4patch_{fn}_lock:
             if _fp4patch_{fn}_entry is None:
-                _fp4patch_{fn}_entry = _fp4patch_register_{fn}() or False
+                _fp4patch_{fn}_entry = _fp4patch_{fn}_with_load_hint(_fp4patch_register_{fn}()) or False
     return _fp4patch_{fn}_entry is not False
 
 
@@ -929,11 +929,67 @@ if _fp4patch_{fn}_available:
 
 
 def _set_piece(fn: str) -> str:
-    """The rendered block's check that FlashInfer's patched files loaded in this process are one whole set
-    (:mod:`fp4patch.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
-    enter the op. A piece of its own, appended to ``_TAIL``; per-apply values (the token) are in the stamp, outside
-    the fingerprinted code."""
-    return _SET_TAIL.replace("{fn}", fn)
+    """Two pieces of the rendered block, appended to ``_TAIL``:
+
+    - the check that FlashInfer's patched files loaded in this process are one whole set
+      (:mod:`fp4patch.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
+      enter the op; per-apply values (the token) are in the stamp, outside the fingerprinted code;
+    - ``_fp4patch_<fn>_with_load_hint(entry)``, the entry the redirect calls once the op is registered: the op's
+      node in a graph it traces carries, in its ``custom`` metadata, what a program loaded where FlashInfer was not
+      imported needs (torch's deserialization warning prints the node with it).
+    """
+    return _SET_TAIL.replace("{fn}", fn) + _LOAD_HINT_TAIL.replace("{fn}", fn)
+
+
+#: What an exported program's fp4patch op node says to whoever loads the program (its ``custom`` metadata).
+LOAD_HINT = (
+    "this program calls FlashInfer through an fp4patch op: import flashinfer (patched by fp4patch, the same "
+    "FlashInfer and fp4patch versions) before torch.export.load"
+)
+
+_LOAD_HINT_TAIL = '''
+
+_fp4patch_{fn}_load_hint = {"fp4patch": "''' + LOAD_HINT + '''"}
+
+
+def _fp4patch_{fn}_with_load_hint(entry):
+    # torch.export.load resolves torch.ops.fp4patch.<fn>_<hash> only where this module registered it: elsewhere it
+    # fails with a generic error and a warning that prints the op's node. The node carries the hint in its custom
+    # metadata: under Dynamo (torch.compile, strict export) through torch.fx.traceback.annotate (torch >= 2.10);
+    # while a proxy mode traces (non-strict export, make_fx) it is added to the fp4patch op nodes the call made.
+    if entry is None:
+        return None
+    annotate = getattr(getattr(getattr(torch, "fx", None), "traceback", None), "annotate", None)
+
+    def _fp4patch_{fn}_hinted_entry(*args, **kwargs):
+        if _fp4patch_{fn}_dynamo():
+            if annotate is None:
+                return entry(*args, **kwargs)
+            with annotate(_fp4patch_{fn}_load_hint):
+                return entry(*args, **kwargs)
+        graph = None
+        try:
+            from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+            mode = get_proxy_mode()
+            graph = mode.tracer.graph if mode is not None else None
+            before = len(graph.nodes) if graph is not None else 0
+        except Exception:
+            graph = None
+        out = entry(*args, **kwargs)
+        if graph is not None:
+            try:
+                nodes = reversed(graph.nodes)
+                for _ in range(len(graph.nodes) - before):
+                    node = next(nodes)
+                    if getattr(node.target, "namespace", None) == "fp4patch":
+                        node.meta.setdefault("custom", {}).update(_fp4patch_{fn}_load_hint)
+            except Exception:
+                pass
+        return out
+
+    return _fp4patch_{fn}_hinted_entry
+'''
 
 
 _SET_TAIL = '''
