@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color, wrap, wrapped
+from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, split_declared, trace_lines, use_color, wrap, wrapped
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -252,28 +252,6 @@ def _release_note(engine, reports) -> list[str]:
     )
 
 
-def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
-    """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
-    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
-    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
-    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
-    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
-
-    Args:
-        ids: spec ids, in the order to print them.
-        reports: :meth:`fp4patch.engine.SpecReport.to_json` dicts (``id``, ``state``); an id without
-            a report stays in the first list.
-    """
-    states = {r["id"]: r["state"] for r in reports}
-    declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
-    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
-    kept = [i for i in ids if i not in declared and i not in lost]
-    clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
-    if lost:
-        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
-    return kept, clause
-
-
 @app.command(cls=Command)
 def status(
     python: PythonOpt = None,
@@ -293,23 +271,10 @@ def status(
         applied = manifest.specs if manifest else []
         stale = engine.stale_record()  # left from another install of the distribution
         interrupted = engine.interrupted()  # an apply/revert killed half-way (its journal), or stale bytecode
-        if as_json:
-            print(json.dumps({
-                **_header(engine), "recorded": applied, "stale_record": stale, "interrupted": interrupted,
-                "specs": [r.to_json() for r in reports],
-            }, indent=2))
-            return EXIT_OK
-        h = _header(engine)
-        color = use_color()
-        recorded, declared = _split_declared(applied, [r.to_json() for r in reports])
-        _print_lines([
-            f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
-            *wrap(f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}"),
-            *(wrap(f"stale record: {stale}") if stale else []),
-            *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
-            *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
-            *_release_note(engine, reports),
-        ])
+        from .render import status_output
+
+        note = [] if as_json else _release_note(engine, reports)
+        status_output(_header(engine), applied, stale, interrupted, [r.to_json() for r in reports], note, as_json, quiet)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -340,7 +305,9 @@ def diff(
             print(json.dumps({**_header(engine), "files": [{"file": p.relative, "specs": p.specs, "diff": p.unified_diff()} for p in plans]}, indent=2))
             return EXIT_OK
         if not plans:
-            done = _nothing_to_change(engine, selected)
+            from .render import nothing_to_change
+
+            done = nothing_to_change(_header(engine), [engine.report(s).to_json() for s in selected])
             if stat:  # the summary of a patched environment says so, not "0 file(s)"
                 _print_lines([done])
                 return EXIT_OK
@@ -389,37 +356,25 @@ def apply(
         def record_verdict() -> None:  # under apply's lock
             engine.forget_reads()  # the verdict's key: exactly the files the reports below read
             reports[:] = [engine.report(s).to_json() for s in selected]
-            record(engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
+            view = None
+            if not spec and not skip and not strict:  # a plain apply: also what a plain `status` prints (every spec)
+                manifest = engine.store.load()
+                view = {
+                    "reports": [engine.report(s).to_json() for s in engine.specs],
+                    "recorded": manifest.specs if manifest else [],
+                    "listed": engine.catalog.lists(engine.dist.version),
+                }
+            record(
+                engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine),
+                status=view,
+            )
 
         written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=required)
         if not reports:  # a read-only site-packages with everything applied: no verdict recorded
             reports[:] = [engine.report(s).to_json() for s in selected]
-        left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
-        if as_json:
-            print(json.dumps({
-                **_header(engine),
-                "specs": [s.id for s in selected],
-                "written": [p.relative for p in written],
-                "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
-                "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
-            }, indent=2))
-            return EXIT_OK
-        h = _header(engine)
-        ids, declared = _split_declared([s.id for s in selected if s.id not in {r["id"] for r in left_out}], reports)
-        if not written:
-            # only declared specs selected: nothing was ever applied, so not 'already applied'
-            done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
-            out.print(wrapped(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written"), markup=False)
-        for plan in written:
-            out.print(wrapped(f"patched {plan.relative} ({', '.join(plan.specs)})"), markup=False)
-        if written:
-            out.print(wrapped(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}"), markup=False)
-        for r in left_out:
-            out.print(wrapped(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)"), markup=False)
-        from .render import inherited_lines
+        from .render import apply_output
 
-        for line in inherited_lines(h["version"], reports):
-            out.print(line, markup=False)
+        apply_output(_header(engine), [s.id for s in selected], reports, required, [(p.relative, p.specs) for p in written], engine.store.root, as_json)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -443,17 +398,6 @@ def _print_changes(engine, selected) -> None:
                 err.print(f"fp4patch: {spec.id}: the code that differs from the nearest verified release:", markup=False)
                 sys.stderr.write(text)
                 sys.stderr.flush()
-
-
-def _nothing_to_change(engine, selected) -> str:
-    """``diff``'s line when ``apply`` would write nothing: the environment is patched (every selected spec applied,
-    ``status`` names any declared not needed here), or no selected spec needs anything on this release."""
-    h = _header(engine)
-    reports = [engine.report(s).to_json() for s in selected]
-    applied = [r["id"] for r in reports if r["state"] == "applied"]
-    if applied:
-        return f"nothing to change: {h['distribution']} {h['version']} is patched ({len(applied)} selected spec(s) applied; `fp4patch verify` checks it)"
-    return f"nothing to change: no selected spec needs a change on {h['distribution']} {h['version']} (`fp4patch status` says why)"
 
 
 def _diff_stat(plans) -> list[str]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import DriftError, FileSystemError
 from .files import check_writable, read_bytes, sha256
@@ -45,6 +45,8 @@ class FilePlan:
     patched: bytes
     specs: list[str]
     encoding: str = "utf-8"
+    #: The libcst tree of ``patched`` without its set stamp (what the operations left), when this plan made it.
+    module: Any = field(default=None, repr=False, compare=False)
 
     @property
     def changes(self) -> bool:
@@ -111,7 +113,7 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
             module = op.apply(module)
     patched = module.bytes
     check_result(path, patched)
-    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
+    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module)
 
 
 def stamp_set(sources: Sources, plans: dict[str, FilePlan], manifest: Manifest | None) -> tuple[dict[str, FilePlan], str | None]:

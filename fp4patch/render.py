@@ -486,3 +486,103 @@ def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> st
         given = "--json" if as_json else f"--format {output_format}"
         return f"--quiet and {given}: --quiet prints nothing on stdout; drop one of them"
     return None
+
+
+def split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
+    """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
+    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
+    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
+    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
+    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
+
+    Args:
+        ids: spec ids, in the order to print them.
+        reports: :meth:`fp4patch.engine.SpecReport.to_json` dicts (``id``, ``state``); an id without
+            a report stays in the first list.
+    """
+    states = {r["id"]: r["state"] for r in reports}
+    declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
+    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
+    kept = [i for i in ids if i not in declared and i not in lost]
+    clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
+    if lost:
+        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
+    return kept, clause
+
+
+def status_output(
+    header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
+    note: list[str], as_json: bool, quiet: bool = False,
+) -> None:
+    """Print what ``fp4patch status`` prints: ``header`` (``schema``, ``distribution``, ``version``, ``site_packages``),
+    the specs fp4patch's record names (``recorded``), the notes on a stale record and an interrupted run (or None),
+    every spec's report (``--json`` dicts) and ``note`` (lines on a release fp4patch does not know); JSON with
+    ``as_json``, nothing with ``quiet``. Shared by the CLI and the recorded fast path (:mod:`fp4patch.entry`)."""
+    if as_json:
+        print(json.dumps({**header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "specs": reports}, indent=2))
+        return
+    if quiet:
+        return
+    color = use_color()
+    kept, declared = split_declared(recorded, reports)
+    lines = [
+        f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}",
+        *wrap(f"recorded as applied by fp4patch: {', '.join(kept) if kept else 'nothing'}{declared}"),
+        *(wrap(f"stale record: {stale}") if stale else []),
+        *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
+        *reports_lines(reports, show_summary=True, color=color),
+        *note,
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def apply_output(
+    header: dict[str, Any], selected: list[str], reports: list[dict[str, Any]], required: Iterable[str], written: list[tuple[str, list[str]]],
+    backups: Path | str, as_json: bool,
+) -> None:
+    """Print what ``fp4patch apply`` prints: ``selected`` (spec ids, in order) with their ``reports`` (``--json``
+    dicts), ``required`` (ids that may not be left out as unsupported), ``written`` (``(file, spec ids)`` of each file
+    written; empty when nothing was), ``backups`` (fp4patch's state directory). Shared by the CLI and the recorded
+    fast path of an apply that has nothing to write (:mod:`fp4patch.entry`)."""
+    required = set(required)
+    left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
+    if as_json:
+        print(json.dumps({
+            **header,
+            "specs": list(selected),
+            "written": [relative for relative, _ in written],
+            "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
+            "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
+        }, indent=2))
+        return
+    lines = []
+    ids, declared = split_declared([i for i in selected if i not in {r["id"] for r in left_out}], reports)
+    if not written:
+        # only declared specs selected: nothing was ever applied, so not 'already applied'
+        done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
+        lines += wrap(f"{header['distribution']} {header['version']}: {done}{declared}; nothing written")
+    for relative, specs in written:
+        lines += wrap(f"patched {relative} ({', '.join(specs)})")
+    if written:
+        lines += wrap(f"{header['distribution']} {header['version']}: applied {', '.join(ids)}{declared}; backups in {backups}")
+    for r in left_out:
+        lines += wrap(f"left out {r['id']}: unsupported on {header['version']}: {r['detail']} (`--strict` makes this an error)")
+    lines += inherited_lines(header["version"], reports)
+    if not _quiet():
+        print("\n".join(lines), flush=True)
+
+
+def _quiet() -> bool:
+    """Whether the command runs with ``--quiet`` (the rich console ``out`` knows it once the CLI set it)."""
+    console = _consoles.get("out")
+    return bool(console is not None and console.quiet)
+
+
+def nothing_to_change(header: dict[str, Any], reports: list[dict[str, Any]]) -> str:
+    """``diff``'s line when ``apply`` would write nothing: the environment is patched (a selected spec applied), or no
+    selected spec needs a change on this release. ``reports``: the selected specs' ``--json`` dicts."""
+    applied = [r["id"] for r in reports if r["state"] == "applied"]
+    name = f"{header['distribution']} {header['version']}"
+    if applied:
+        return f"nothing to change: {name} is patched ({len(applied)} selected spec(s) applied; `fp4patch verify` checks it)"
+    return f"nothing to change: no selected spec needs a change on {name} (`fp4patch status` says why)"

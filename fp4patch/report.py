@@ -193,7 +193,7 @@ def check_target(target: Target, sources: Sources) -> TargetReport:
     _, module = loaded
     operations = []
     for op in target.operations:  # each checked on the file as it is: reading only
-        check = op.check(module)
+        check = op.checked(module)
         operations.append((op.describe(), check.state.value, check.detail))
     return TargetReport(target.file, combine([s for _, s, _ in operations]), operations)
 

@@ -80,6 +80,11 @@ class Sources:
         self._parsed[path] = loaded
         return loaded
 
+    def seed(self, path: Path, data: bytes, module: libcst.Module) -> None:
+        """Take ``module`` as the parse of ``path`` holding ``data`` (``apply`` made both: the tree its operations
+        left, the bytes it wrote, stamp included); a later :meth:`load_module` of those bytes needs no parse."""
+        self._parsed[path] = (data, module)
+
     def released_bytes(self, relative: str) -> bytes | None:
         """The released bytes of a site-packages file (``relative``, POSIX): fp4patch's backup when
         it patched the file, else the file; None when missing or unreadable. Noted in :attr:`inputs`."""

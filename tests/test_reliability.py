@@ -634,3 +634,35 @@ def test_sigterm_from_outside_at_any_moment_leaves_no_journal(site_060: Path, pa
         assert not (site_060 / JOURNAL).exists() and not list(site_060.rglob("*.fp4patch-tmp")), (delay, stderr)
         assert targets(site_060) in (patched_060["original"], patched_060["patched"]), (delay, stderr)
         run_cli("revert", *sp(site_060), check=True)
+
+
+def test_a_read_only_site_packages_is_refused_before_any_file_is_parsed(site_060: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """apply on a read-only site-packages took 21 s to refuse: it planned every file first. fp4patch's record (none
+    here) shows that writes are needed, so the refusal comes before libcst parses anything; the files are untouched."""
+    import libcst
+
+    from fp4patch.engine import Engine, select_specs
+    from fp4patch.errors import FileSystemError
+    from fp4patch.spec import load_specs
+
+    specs = [s for s in load_specs() if s.distribution == "flashinfer-python"]
+    engine = Engine(_dist(site_060), specs, notify=lambda m: None)
+    parsed: list[str] = []
+
+    def no_parse(*args, **kwargs):
+        parsed.append("parse")
+        raise AssertionError("a file was parsed before the refusal")
+
+    files = snapshot(site_060)
+    with read_only(site_060):
+        monkeypatch.setattr(libcst, "parse_module", no_parse)
+        with pytest.raises(FileSystemError) as refused:
+            engine.apply(select_specs(specs, None))
+    assert not parsed and "not writable" in str(refused.value)
+    assert snapshot(site_060) == files
+
+
+def _dist(site: Path):
+    from fp4patch.environment import find_distribution
+
+    return find_distribution(from_site_packages(site), "flashinfer-python")
