@@ -108,12 +108,61 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         current, module = loaded
     else:
         current, module = base, cst.parse_module(base)
+    from .operations.base import OpState
+
+    appended: list[str] = []  # rendered op blocks to add at the end, as text (see appended_text)
+    textual = _appends_as_text(module)
     for _, target in pairs:
         for op in target.operations:
+            text = appended_text(op) if textual else None
+            if text is not None:
+                if op.checked(module).state is OpState.APPLICABLE and text not in appended:
+                    appended.append(text)
+                continue
             module = op.apply(module)
     patched = module.bytes
+    if appended:  # in the file's encoding, without a second byte-order mark (utf-8-sig writes one per encode)
+        encoding = "utf-8" if module.encoding.lower().replace("_", "-") == "utf-8-sig" else module.encoding
+        patched += "".join("\n\n" + text for text in appended).encode(encoding)
     check_result(path, patched)
+    # the tree lacks the blocks appended as text: it serves the reports after apply, which check appended blocks
+    # on the file's text (report.check_target), never a plan
     return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module)
+
+
+def _appends_as_text(module) -> bool:
+    """Whether a rendered op block appended at the end of ``module`` prints as its own text (:func:`appended_text`):
+    libcst writes an appended statement with the module's newline and indent, and before the module's footer; the
+    text is the same when those are ``\\n`` and four spaces and there is no footer (every FlashInfer file). Else the
+    block goes through the tree."""
+    import codecs
+
+    wide = codecs.lookup(module.encoding).name.startswith(("utf-16", "utf-32"))  # a byte-order mark per encode
+    return module.default_newline == "\n" and module.default_indent == "    " and module.has_trailing_newline and not module.footer and not wide
+
+
+def appended_text(op) -> str | None:
+    """The text libcst writes for ``op`` when it is a block appended at the end (an ``append-to-module``, position
+    ``end``: every rendered op block) whose text libcst prints as written, or None (the operation edits the tree).
+
+    Parsing a block into libcst nodes and printing them again was about half of a first ``apply``'s time on 0.7.4
+    (18 blocks, 9,500 lines): the block is added as the text it was rendered as, which is what libcst prints for
+    it — two blank lines, then its statements, each line as written (the renderer writes a block with four-space
+    indents, ``\\n`` newlines, no blank or comment line after its last statement); tests/test_rendered_bytes.py
+    and tests/test_plan_text.py compare the two.
+    """
+    from .operations.append_to_module import AppendToModule
+
+    if not isinstance(op, AppendToModule) or op.position != "end":
+        return None
+    import textwrap
+
+    text = textwrap.dedent(op.code).strip("\n") + "\n"
+    lines = text.splitlines()
+    indented = next((line for line in lines if line[:1] in (" ", "\t")), "    x")
+    if "\r" in text or not indented.startswith("    ") or indented[4:5] in (" ", "\t") or lines[-1].lstrip().startswith("#"):
+        return None
+    return text
 
 
 def stamp_set(sources: Sources, plans: dict[str, FilePlan], manifest: Manifest | None) -> tuple[dict[str, FilePlan], str | None]:
