@@ -366,7 +366,7 @@ class Engine:
         written = [p for p in plans.values() if p.changes]
         for plan in written:  # the reports after it (the recorded verdict) read these trees instead of parsing again
             if plan.module is not None:
-                self.sources.seed(plan.path, plan.patched, plan.module)
+                self.sources.seed(plan.path, plan.patched, plan.module, plan.appended)
         return written
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:

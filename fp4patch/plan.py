@@ -45,8 +45,10 @@ class FilePlan:
     patched: bytes
     specs: list[str]
     encoding: str = "utf-8"
-    #: The libcst tree of ``patched`` without its set stamp (what the operations left), when this plan made it.
+    #: The libcst tree of ``patched`` without its set stamp (what the operations left), when this plan made it; it
+    #: lacks the blocks added at the end as text, ``appended`` (:func:`appended_text`).
     module: Any = field(default=None, repr=False, compare=False)
+    appended: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def changes(self) -> bool:
@@ -125,9 +127,8 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         encoding = "utf-8" if module.encoding.lower().replace("_", "-") == "utf-8-sig" else module.encoding
         patched += "".join("\n\n" + text for text in appended).encode(encoding)
     check_result(path, patched)
-    # the tree lacks the blocks appended as text: it serves the reports after apply, which check appended blocks
-    # on the file's text (report.check_target), never a plan
-    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module)
+    # the tree lacks the blocks appended as text: it serves the reports after apply (Sources.seed), never a plan
+    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module, tuple(appended))
 
 
 def _appends_as_text(module) -> bool:

@@ -191,13 +191,23 @@ def check_target(target: Target, sources: Sources) -> TargetReport:
     loaded = sources.load_for_check(path)
     if loaded is None:
         return TargetReport(target.file, DRIFTED, reason=f"file {target.file} not found")
-    data, module = loaded
+    _, module, appended = loaded
     operations = []
     for op in target.operations:  # each checked on the file as it is: reading only
-        # an appended block is compared on the file's own text (Python's parser: the statements as written)
-        check = op.check_keys(sources.top_level_keys(path, data)) if hasattr(op, "check_keys") else op.checked(module)
+        if appended and _appended(op, appended):  # apply added it as text, after the tree it seeded (Sources.seed)
+            operations.append((op.describe(), APPLIED, ""))
+            continue
+        check = op.checked(module)
         operations.append((op.describe(), check.state.value, check.detail))
     return TargetReport(target.file, combine([s for _, s, _ in operations]), operations)
+
+
+def _appended(op, appended: tuple[str, ...]) -> bool:
+    """Whether ``op`` is a block that ``apply`` added at the end as one of the texts ``appended``."""
+    from .plan import appended_text
+
+    text = appended_text(op)
+    return text is not None and text in appended
 
 
 def combine(states: list[str]) -> str:

@@ -41,8 +41,7 @@ class Sources:
         self.store = store
         self.inputs: dict[str, str | None] = {}
         self._parsed: dict[Path, tuple[bytes, libcst.Module]] = {}
-        self._seeded: dict[Path, tuple[bytes, libcst.Module]] = {}
-        self._keys: dict[Path, tuple[bytes, list[str]]] = {}
+        self._seeded: dict[Path, tuple[bytes, libcst.Module, tuple[str, ...]]] = {}
 
     def note(self, path: Path, data: bytes | None) -> None:
         """Record in :attr:`inputs` that ``path`` was read as ``data`` (None: missing)."""
@@ -82,43 +81,24 @@ class Sources:
         self._parsed[path] = loaded
         return loaded
 
-    def seed(self, path: Path, data: bytes, module: libcst.Module) -> None:
+    def seed(self, path: Path, data: bytes, module: libcst.Module, appended: tuple[str, ...] = ()) -> None:
         """Take ``module`` as the tree the reports check for ``path`` holding ``data`` (``apply`` made both: the tree
-        its operations left, the bytes it wrote, stamp included): a later :meth:`load_for_check` of those bytes needs
-        no parse. The tree may lack the op blocks apply appended as text (:func:`fp4patch.plan.appended_text`):
-        reports check those on the text (:meth:`top_level_keys`), and a plan never takes a seeded tree."""
-        self._seeded[path] = (data, module)
+        its operations left, the bytes it wrote, stamp included), ``appended`` the op blocks it added at the end as
+        text (:func:`fp4patch.plan.appended_text`), which the tree lacks: a later :meth:`load_for_check` of those
+        bytes needs no parse. A plan never takes a seeded tree."""
+        self._seeded[path] = (data, module, appended)
 
-    def load_for_check(self, path: Path) -> tuple[bytes, libcst.Module] | None:
-        """:meth:`load_module` for the reports: the seeded tree of ``path`` when it holds the bytes seeded."""
+    def load_for_check(self, path: Path) -> tuple[bytes, libcst.Module, tuple[str, ...]] | None:
+        """:meth:`load_module` for the reports, with the blocks appended as text that the tree lacks (``()`` for a
+        parsed file): the seeded tree of ``path`` when the file holds the bytes seeded."""
         seeded = self._seeded.get(path)
         if seeded is not None:
             data = read_bytes(path) if path.is_file() else None
             if data == seeded[0]:
                 self.note(path, data)
                 return seeded
-        return self.load_module(path)
-
-    def top_level_keys(self, path: Path, data: bytes) -> list[str]:
-        """The structural key (:func:`fp4patch.operations.base.statement_key`: the dump of its AST) of each
-        module-level statement of ``data`` (the bytes of ``path``, without fp4patch's set stamp), from Python's own
-        parser: what an appended block's check compares, without libcst. Once per contents.
-
-        Raises:
-            DriftError: the file is not valid Python.
-        """
-        import ast
-
-        from .set_stamp import strip
-
-        cached = self._keys.get(path)
-        if cached is None or cached[0] != data:
-            try:
-                tree = ast.parse(strip(data))
-            except (SyntaxError, ValueError) as exc:
-                raise DriftError(f"{path}: not valid Python source ({exc}); reinstall the distribution — nothing written") from None
-            cached = self._keys[path] = (data, [ast.dump(ast.Module(body=[statement], type_ignores=[])) for statement in tree.body])
-        return cached[1]
+        loaded = self.load_module(path)
+        return None if loaded is None else (*loaded, ())
 
     def released_bytes(self, relative: str) -> bytes | None:
         """The released bytes of a site-packages file (``relative``, POSIX): fp4patch's backup when

@@ -74,15 +74,6 @@ class AppendToModule(Operation):
             return OpCheck(OpState.APPLIED)
         return OpCheck(OpState.APPLICABLE)
 
-    def check_keys(self, keys: list[str]) -> OpCheck:
-        """:meth:`check` on a module given as the structural keys of its module-level statements (``keys``, in order:
-        :meth:`fp4patch.sources.Sources.top_level_keys`), which Python's parser gives without libcst."""
-        n = len(self._keys)
-        for i in range(len(keys) - n + 1):
-            if keys[i : i + n] == self._keys:
-                return OpCheck(OpState.APPLIED)
-        return OpCheck(OpState.APPLICABLE)
-
     def _find(self, module: cst.Module) -> int:
         n = len(self._keys)
         body = list(module.body)
