@@ -18,7 +18,20 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, split_declared, trace_lines, use_color, wrap, wrapped
+from .render import (
+    JSON_SCHEMA_VERSION,
+    err,
+    out,
+    output_conflict,
+    paint,
+    reports_lines,
+    scan_lines,
+    trace_lines,
+    use_color,
+    wrap,
+    wrapped,
+)
+
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -771,8 +784,8 @@ def new(
 
     def body() -> int:
         from .environment import find_distribution
-        from .scaffold import scaffold
         from .locations import builtin_specs_dir
+        from .scaffold import scaffold
 
         directory = specs_dir or Path("patches")
         where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
@@ -816,9 +829,11 @@ def main(
 def run() -> None:
     """Console-script entry point: exit codes as documented; a usage error is one line (exit 2)."""
     try:  # typer >= 0.25 vendors click as typer._click; older typer uses click itself
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+        from typer._click.exceptions import NoArgsIsHelpError
+        from typer._click.exceptions import UsageError as ClickUsageError
     except ImportError:
-        from click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+        from click.exceptions import NoArgsIsHelpError
+        from click.exceptions import UsageError as ClickUsageError
 
     from . import interrupts
 

@@ -415,7 +415,7 @@ def revert_change(
                     )
         unstamped = {r: strip(new_bytes[r] if r in new_bytes else present[r]) for r in records}
         token, stamped = restamp(unstamped, store.path.relative_to(dist.site_packages).as_posix())
-        writes = [(r, path, cur, stamped[r] if r in stamped else new, mode) for r, path, cur, new, mode in writes]
+        writes = [(r, path, cur, stamped.get(r, new), mode) for r, path, cur, new, mode in writes]
         for relative, data in stamped.items():
             records[relative] = replace(records[relative], patched_sha256=sha256(data))
             if relative in present and data != present[relative]:

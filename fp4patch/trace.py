@@ -91,7 +91,7 @@ def install_line(python: str) -> str:
 
 def _missing_module(line: str) -> bool:
     """Whether a probe's last line says torch or a module FlashInfer imports is not installed."""
-    return line.startswith("cannot import torch:") or line.startswith("cannot import flashinfer: ModuleNotFoundError")
+    return line.startswith(("cannot import torch:", "cannot import flashinfer: ModuleNotFoundError"))
 
 
 def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ The "Bad input, by class" table of docs/states-and-exit-codes.md lists each kind
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import sys
 from pathlib import Path

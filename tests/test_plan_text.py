@@ -31,8 +31,10 @@ def test_blocks_appended_as_text_are_the_bytes_libcst_prints(tmp_path_factory, m
 
 BLOCKS = [
     "x = 1\n",
-    "# fp4patch: a comment above\n# and another\n\nimport sys\n\n\ndef g(a,  b = 2):\n    if a:\n        return (\n            b\n        )\n"
-    '    return """two\nlines"""\n',
+    (
+        "# fp4patch: a comment above\n# and another\n\nimport sys\n\n\ndef g(a,  b = 2):\n    if a:\n        return (\n            b\n        )\n"
+        '    return """two\nlines"""\n'
+    ),
     "@decorator\nclass C:\n    x: int = 1\n\n    def f(self):  # trailing comment\n        pass\n",
 ]
 

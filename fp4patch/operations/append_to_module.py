@@ -9,6 +9,7 @@ import libcst as cst
 
 from .base import OpCheck, Operation, OpState, is_docstring, parse_statements, statement_key
 
+
 def _is_import_line(statement: cst.BaseStatement) -> bool:
     """``import x`` or ``from x import y`` alone on its line."""
     return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
