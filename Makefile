@@ -83,8 +83,11 @@ lint: $(VENV)/.installed
 # benchmarks/results/cli.json and prints the table of docs/benchmarks.md. Then `import flashinfer`, patched against
 # pristine on 0.6.0 and 0.7.4 (CPU time, peak memory, alternating fresh processes): benchmarks/results/import.json.
 # Then how often Inductor stores a tensor that four custom ops read: benchmarks/results/inductor-stores.json.
+# answer_bench.py: apply/status/diff on a patched environment against the recorded verify, the read-only refusal and a
+# first apply against libcst parsing the files it writes (same run, alternating fresh processes): benchmarks/results/answers.json.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)
+	$(PY) benchmarks/answer_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/import_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/inductor_stores.py
 ROUNDS ?= 11

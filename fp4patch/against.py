@@ -27,7 +27,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .catalog import load_catalog
+from .catalog import Catalog, load_catalog
 from .engine import APPLICABLE, APPLIED, NEEDS_CHECK, Engine, SpecReport
 from .environment import TargetEnvironment, current, find_distribution, from_site_packages
 from .errors import DriftError, UsageError
@@ -89,12 +89,17 @@ class AgainstReport:
         return lines
 
 
-def resolve_archive(requirement: str | None, wheel: Path | None, sdist: Path | None, distribution: str) -> tuple[str, Path]:
+def resolve_archive(
+    requirement: str | None, wheel: Path | None, sdist: Path | None, distribution: str, catalog: Catalog | None = None
+) -> tuple[str, Path]:
     """``(source, archive)`` from exactly one of the three options; downloads into the cache.
 
+    ``catalog``: the release catalog of ``distribution`` (:func:`fp4patch.catalog.load_catalog`); a final
+    version inside its range that it does not list was never released, which is said before any download.
+
     Raises:
-        UsageError: none or several given, not ``NAME==VERSION``, another distribution, a file
-            of the wrong kind or missing.
+        UsageError: none or several given, not ``NAME==VERSION``, another distribution, a version
+            the catalog knows was never released, a file of the wrong kind or missing.
         EnvironmentProblem: the registry has no such release.
     """
     given = [x for x in (requirement, wheel, sdist) if x]
@@ -110,6 +115,8 @@ def resolve_archive(requirement: str | None, wheel: Path | None, sdist: Path | N
             raise UsageError(f"--against {requirement!r}: pin one exact version, e.g. {distribution}==0.7.4")
         if canonicalize_name(req.name) != distribution:
             raise UsageError(f"--against {requirement!r}: the selected specs patch {distribution}")
+        if catalog is not None:
+            _check_released(requirement, pins[0].version, catalog)
         return requirement, fetch(distribution, pins[0].version)
     path = Path(wheel or sdist)  # type: ignore[arg-type]
     expected = ".whl" if wheel else ".tar.gz"
@@ -118,6 +125,32 @@ def resolve_archive(requirement: str | None, wheel: Path | None, sdist: Path | N
     if not path.is_file():
         raise UsageError(f"{path}: file not found")
     return str(path), path.resolve()
+
+
+def _check_released(requirement: str, version: str, catalog: Catalog) -> None:
+    """Refuse a final version between the catalog's first and latest release that it does not list: the
+    catalog holds every release on the registry up to its latest (``make compat``), so it was never published.
+    A pre-release, a development or local version, or one newer than the catalog is left to the download.
+
+    Raises:
+        UsageError: naming the releases around it.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise UsageError(f"--against {requirement!r}: {version!r} is not a version (PEP 440), e.g. {catalog.latest.version}") from None
+    first, latest = catalog.releases[0].version, catalog.latest.version
+    if wanted.is_prerelease or wanted.is_devrelease or wanted.local or not first <= wanted <= latest or catalog.lists(wanted):
+        return
+    below = catalog.nearest(wanted)
+    above = next((r.version for r in catalog.releases if r.version > wanted), None)
+    around = " and ".join(str(v) for v in (below.version if below else None, above) if v is not None)
+    raise UsageError(
+        f"--against {requirement!r}: {catalog.distribution} {wanted} was never released (the catalog lists every registry "
+        f"release up to {latest}); the releases around it are {around}: pin one of them"
+    )
 
 
 def check_against(

@@ -118,6 +118,7 @@ def refresh(sources: Iterable[Path], prefixes: Iterable[str | None]) -> list[tup
         if mode is not None:
             try:
                 py_compile.compile(str(source), cfile=str(pyc), optimize=parsed[1], invalidation_mode=mode, doraise=True)
+                os.chmod(pyc, pyc_mode(source))
                 done.append((pyc, "rewritten"))
                 continue
             except (OSError, py_compile.PyCompileError):
@@ -130,6 +131,17 @@ def refresh(sources: Iterable[Path], prefixes: Iterable[str | None]) -> list[tup
             raise FileSystemError(f"{pyc}: cannot remove stale bytecode ({exc.strerror}); delete it by hand") from None
         done.append((pyc, "removed"))
     return done
+
+
+def pyc_mode(source: Path) -> int:
+    """The permission bits Python gives the bytecode of ``source`` without a umask: the source's, made writable by
+    its owner, no execute bit (importlib's ``_calc_mode``). py_compile applies the process's umask on top, so a root
+    ``apply`` under ``umask 077`` turned a 644 pyc into 600 and another user's import compiled the module every time.
+
+    Raises:
+        OSError: ``source`` cannot be stat'ed.
+    """
+    return (source.stat().st_mode | 0o200) & 0o666
 
 
 def _header(pyc: Path) -> bytes | None:

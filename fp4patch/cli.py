@@ -18,8 +18,21 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color
+from .render import (
+    JSON_SCHEMA_VERSION,
+    err,
+    out,
+    output_conflict,
+    paint,
+    reports_lines,
+    scan_lines,
+    trace_lines,
+    use_color,
+    wrap,
+    wrapped,
+)
 from .torch_support import check_torch
+
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -103,26 +116,62 @@ FormatOpt = Annotated[
     ),
 ]
 
-def _run(as_json: bool, body: Callable[[], int], quiet: bool = False) -> None:
-    """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code."""
+def _run(as_json: bool, body: Callable[[], int], quiet: bool = False, github: bool = False) -> None:
+    """Run a command body; turn :class:`Fp4PatchError` into one line on stderr and its exit code (with
+    ``--json``, also the JSON error object on stdout; with ``--format github``, an ``::error`` annotation)."""
     out.quiet = quiet
+    from .interrupts import INTERRUPTS
+
     try:
         code = body()
-    except KeyboardInterrupt:
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except INTERRUPTS as interrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
-        err.print(f"fp4patch: {message(command)}", markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except Fp4PatchError as exc:
-        message = _error_message(exc)
+        err.print(f"fp4patch: {message(_command_name(), interrupt)}", markup=False)
+        raise typer.Exit(exit_code(interrupt)) from None
+    except PermissionError as denied:  # a file or folder this user may not read or write: one line, exit 3
+        exc = _permission_error(denied)
+        message = str(exc)
         if as_json:
             print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
         err.print(f"fp4patch: error: {message}", markup=False)
         raise typer.Exit(exc.exit_code) from None
+    except Fp4PatchError as exc:
+        message = _error_message(exc)
+        if as_json:
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "error": message, "exit_code": exc.exit_code}))
+        elif github:  # a CI log shows the annotations: the refusal is one too
+            from .render import escape_annotation
+
+            print(f"::error title=fp4patch {_command_name()} failed::{escape_annotation(message)}", flush=True)
+        err.print(f"fp4patch: error: {message}", markup=False)
+        raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
+
+
+def _permission_error(denied: PermissionError) -> Fp4PatchError:
+    """The one-line refusal (exit 3) for a file or folder this user may not read or write: fp4patch's state
+    (``.fp4patch/``, written by another user under a strict umask, or by fp4patch before it gave the state
+    site-packages' mode) names the ``chmod`` that shares it; anything else, the owner."""
+    from .errors import FileSystemError
+    from .locations import STATE_DIR
+
+    where = denied.filename or "a file"
+    parts = Path(str(where)).parts
+    if STATE_DIR in parts:
+        state = Path(*parts[: parts.index(STATE_DIR) + 1])
+        return FileSystemError(
+            f"{where}: cannot read fp4patch's state ({denied.strerror}): another user wrote it under a strict umask; "
+            f"run as that user, or let everyone read it: `chmod -R a+rX {state}`"
+        )
+    return FileSystemError(f"{where}: {denied.strerror}; run as the owner of the environment, or make it readable")
+
+
+def _command_name() -> str:
+    """The subcommand this process runs (``verify``), for messages; ``""`` when there is none."""
+    return next((a for a in sys.argv[1:] if not a.startswith("-")), "")
 
 
 def _error_message(exc: Fp4PatchError) -> str:
@@ -211,32 +260,10 @@ def _release_note(engine, reports) -> list[str]:
     if engine.catalog.lists(engine.dist.version):
         return []
     latest = engine.catalog.latest.version
-    return [
+    return wrap(
         f"note: {engine.dist.version} is not a release fp4patch knows (latest known: {latest}); each spec takes the target whose "
         f"verified code equals the installed code, else the nearest release's, checked on CPU by `fp4patch apply`; {OPCHECK_NOTE}"
-    ]
-
-
-def _split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
-    """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
-    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
-    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
-    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
-    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
-
-    Args:
-        ids: spec ids, in the order to print them.
-        reports: :meth:`fp4patch.engine.SpecReport.to_json` dicts (``id``, ``state``); an id without
-            a report stays in the first list.
-    """
-    states = {r["id"]: r["state"] for r in reports}
-    declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
-    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
-    kept = [i for i in ids if i not in declared and i not in lost]
-    clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
-    if lost:
-        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
-    return kept, clause
+    )
 
 
 @app.command(cls=Command)
@@ -258,23 +285,10 @@ def status(
         applied = manifest.specs if manifest else []
         stale = engine.stale_record()  # left from another install of the distribution
         interrupted = engine.interrupted()  # an apply/revert killed half-way (its journal), or stale bytecode
-        if as_json:
-            print(json.dumps({
-                **_header(engine), "recorded": applied, "stale_record": stale, "interrupted": interrupted,
-                "specs": [r.to_json() for r in reports],
-            }, indent=2))
-            return EXIT_OK
-        h = _header(engine)
-        color = use_color()
-        recorded, declared = _split_declared(applied, [r.to_json() for r in reports])
-        _print_lines([
-            f"{paint(h['distribution'] + ' ' + h['version'], 'bold', color)} in {h['site_packages']}",
-            f"recorded as applied by fp4patch: {', '.join(recorded) if recorded else 'nothing'}{declared}",
-            *([f"stale record: {stale}"] if stale else []),
-            *([f"{paint('interrupted:', 'red', color)} {interrupted}"] if interrupted else []),
-            *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
-            *_release_note(engine, reports),
-        ])
+        from .render import status_output
+
+        note = [] if as_json else _release_note(engine, reports)
+        status_output(_header(engine), applied, stale, interrupted, [r.to_json() for r in reports], note, as_json, quiet)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -305,7 +319,13 @@ def diff(
             print(json.dumps({**_header(engine), "files": [{"file": p.relative, "specs": p.specs, "diff": p.unified_diff()} for p in plans]}, indent=2))
             return EXIT_OK
         if not plans:
-            err.print("nothing to change: every selected spec is already applied")
+            from .render import nothing_to_change
+
+            done = nothing_to_change(_header(engine), [engine.report(s).to_json() for s in selected])
+            if stat:  # the summary of a patched environment says so, not "0 file(s)"
+                _print_lines([done])
+                return EXIT_OK
+            err.print(done, markup=False)  # stdout stays an empty diff
         if stat:
             _print_lines(_diff_stat(plans))
             return EXIT_OK
@@ -351,37 +371,25 @@ def apply(
         def record_verdict() -> None:  # under apply's lock
             engine.forget_reads()  # the verdict's key: exactly the files the reports below read
             reports[:] = [engine.report(s).to_json() for s in selected]
-            record(engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine))
+            view = None
+            if not spec and not skip and not strict:  # a plain apply: also what a plain `status` prints (every spec)
+                manifest = engine.store.load()
+                view = {
+                    "reports": [engine.report(s).to_json() for s in engine.specs],
+                    "recorded": manifest.specs if manifest else [],
+                    "listed": engine.catalog.lists(engine.dist.version),
+                }
+            record(
+                engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, _header(engine),
+                status=view,
+            )
 
         written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=required)
         if not reports:  # a read-only site-packages with everything applied: no verdict recorded
             reports[:] = [engine.report(s).to_json() for s in selected]
-        left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
-        if as_json:
-            print(json.dumps({
-                **_header(engine),
-                "specs": [s.id for s in selected],
-                "written": [p.relative for p in written],
-                "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
-                "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
-            }, indent=2))
-            return EXIT_OK
-        h = _header(engine)
-        ids, declared = _split_declared([s.id for s in selected if s.id not in {r["id"] for r in left_out}], reports)
-        if not written:
-            # only declared specs selected: nothing was ever applied, so not 'already applied'
-            done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
-            out.print(f"{h['distribution']} {h['version']}: {done}{declared}; nothing written", markup=False)
-        for plan in written:
-            out.print(f"patched {plan.relative} ({', '.join(plan.specs)})", markup=False)
-        if written:
-            out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}", markup=False)
-        for r in left_out:
-            out.print(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)", markup=False)
-        from .render import inherited_lines
+        from .render import apply_output
 
-        for line in inherited_lines(h["version"], reports):
-            out.print(line, markup=False)
+        apply_output(_header(engine), [s.id for s in selected], reports, required, [(p.relative, p.specs) for p in written], engine.store.root, as_json)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -409,15 +417,15 @@ def _print_changes(engine, selected) -> None:
 
 def _diff_stat(plans) -> list[str]:
     """``diff --stat``: per file ``path  +added -removed  (specs)``, aligned, then a total line."""
+    from .render import aligned
+
     rows = []
     for plan in plans:
         lines = plan.unified_diff().splitlines()
         added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
         removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
         rows.append((plan.relative, f"+{added} -{removed}", ", ".join(plan.specs), added, removed))
-    width = max((len(r[0]) for r in rows), default=0)
-    numbers = max((len(r[1]) for r in rows), default=0)
-    out = [f"  {r[0]:<{width}}  {r[1]:<{numbers}}  {r[2]}" for r in rows]
+    out = aligned([[(r[0], ""), (r[1], ""), (r[2], "")] for r in rows])
     out.append(f"{len(rows)} file(s), +{sum(r[3] for r in rows)} -{sum(r[4] for r in rows)} lines; `fp4patch diff` without --stat prints them")
     return out
 
@@ -469,7 +477,7 @@ def verify(
     as_json = as_json or output_format == "json"
     github = output_format == "github"
     if against or wheel or sdist:
-        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github, skip, strict), quiet)
+        _run(as_json, lambda: _verify_against(python, site_packages, spec, as_json, specs_dir, trace, against, wheel, sdist, github, skip, strict), quiet, github)
         return
 
     def body() -> int:
@@ -495,9 +503,13 @@ def verify(
             waiting = {t["file"] for r in reports if r["state"] in ("applicable", "needs-check") for t in r.get("targets", [])}
             edited = [f for f in engine.changed_since_apply() if f in waiting]
             if edited and not interrupted:
+                from .render import apply_command, blocking
+
+                waiting_reports = [r for r in reports if r["state"] in ("applicable", "needs-check")]
+                then = apply_command(waiting_reports, [*env.options, *_specs_options(specs_dir)], blocking(reports, ok_states))
                 interrupted = (
                     f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
-                    f"`{engine.command('revert', '--force')}` (puts the installed original back), then apply"
+                    f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
                 )
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted:
@@ -535,7 +547,7 @@ def verify(
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
-    _run(as_json, body, quiet)
+    _run(as_json, body, quiet, github)
 
 
 @app.command(cls=Command)
@@ -606,7 +618,9 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
     if site_packages:
         raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
     specs, selected, distribution = _selection(specs_dir, spec_ids, skip=skip)
-    source, archive = resolve_archive(against, wheel, sdist, distribution)
+    from .catalog import load_catalog
+
+    source, archive = resolve_archive(against, wheel, sdist, distribution, load_catalog(distribution, specs_dir))
     trace_env = from_python(python) if python else None
     report = check_against(
         source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict)
@@ -656,7 +670,7 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
         ]
         if report.after_apply:
             lines += ["after apply (in the temporary copy):", *reports_lines([r.to_json() for r in report.after_apply], color=color)]
-        lines += [f"{paint('will not apply:', 'red', color)} {line}" for line in report.drifted]
+        lines += [w.replace("will not apply:", paint("will not apply:", "red", color), 1) for line in report.drifted for w in wrap(f"will not apply: {line}")]
         if report.trace is not None:
             lines += trace_lines(report.trace, color)
         if report.trace_functions:
@@ -688,6 +702,9 @@ def revert(
     def body() -> int:
         _check_output_options(as_json, None, quiet)
         _, engine, _ = _context(python, site_packages, specs_dir, None, all_specs=True)
+        from .selection import check_known
+
+        check_known(spec or [], [s.id for s in engine.specs])  # a typo is "unknown spec", as in every other command
         if spec and engine.store.load() is None and not engine.interrupted():
             # the same answer as naming a spec that is not applied while others are (exit 2)
             raise UsageError(f"spec {min(spec)!r} is not applied here (applied: none); `fp4patch status` shows the state of each spec")
@@ -708,7 +725,8 @@ def revert(
                 # a recorded spec that was not needed on this release changed no file: only its record goes
                 idle = "" if restored or engine.dropped else " (it changed no file)"
                 out.print(
-                    f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`{engine.command('revert')}` reverts those too)"
+                    wrapped(f"{name}: reverted {', '.join(sorted(spec or []))}{idle}; still applied: {', '.join(remaining)} (`{engine.command('revert')}` reverts those too)"),
+                    markup=False,
                 )
             elif restored:
                 out.print(f"{name}: reverted; originals restored byte for byte in {h['site_packages']}")
@@ -736,9 +754,9 @@ def clean(
             print(json.dumps({"schema": JSON_SCHEMA_VERSION, "removed": [s.to_json() for s in removed], "kept": [s.to_json() for s in kept]}, indent=2))
             return EXIT_OK
         for state in removed:
-            out.print(f"removed {state.reason}", markup=False)
+            out.print(wrapped(f"removed {state.reason}"), markup=False)
         for state in kept:
-            out.print(f"kept {state.reason}", markup=False)
+            out.print(wrapped(f"kept {state.reason}"), markup=False)
         if not removed and not kept:
             out.print("nothing to clean: no fp4patch state here")
         return EXIT_OK
@@ -777,8 +795,8 @@ def new(
 
     def body() -> int:
         from .environment import find_distribution
-        from .scaffold import scaffold
         from .locations import builtin_specs_dir
+        from .scaffold import scaffold
 
         directory = specs_dir or Path("patches")
         where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
@@ -822,23 +840,30 @@ def main(
 def run() -> None:
     """Console-script entry point: exit codes as documented; a usage error is one line (exit 2)."""
     try:  # typer >= 0.25 vendors click as typer._click; older typer uses click itself
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+        from typer._click.exceptions import NoArgsIsHelpError
+        from typer._click.exceptions import UsageError as ClickUsageError
     except ImportError:
-        from click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+        from click.exceptions import NoArgsIsHelpError
+        from click.exceptions import UsageError as ClickUsageError
+
+    from . import interrupts
 
     try:
         code = app(prog_name="fp4patch", standalone_mode=False)
+        if code == interrupts.EXIT_INTERRUPTED and not interrupts.reported:
+            # typer returns a KeyboardInterrupt that escaped the command's parsing as a silent 130
+            raise KeyboardInterrupt
     except NoArgsIsHelpError:
         sys.exit(EXIT_USAGE)  # typer has printed the help once already
     except ClickUsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "fp4patch"
         print(f"fp4patch: error: {exc.format_message()} (see `{command} --help`)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except (KeyboardInterrupt, typer.Abort):
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except (*interrupts.INTERRUPTS, typer.Abort) as interrupt:
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        print(f"fp4patch: {message()}", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        print(f"fp4patch: {message(_command_name(), interrupt)}", file=sys.stderr)
+        sys.exit(exit_code(interrupt))
     sys.exit(code if isinstance(code, int) else EXIT_OK)

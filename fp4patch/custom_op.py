@@ -619,7 +619,7 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     # callers are looked up by name: one missing from a release must not break the module's import
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)))
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)) + _set_piece(fn))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -757,7 +757,7 @@ def _fp4patch_{fn}_ready():
     if _fp4patch_{fn}_entry is None:
         with _fp4patch_{fn}_lock:
             if _fp4patch_{fn}_entry is None:
-                _fp4patch_{fn}_entry = _fp4patch_register_{fn}() or False
+                _fp4patch_{fn}_entry = _fp4patch_{fn}_with_load_hint(_fp4patch_register_{fn}()) or False
     return _fp4patch_{fn}_entry is not False
 
 
@@ -784,7 +784,7 @@ def _fp4patch_{fn}_tracing():
     get, modes = _fp4patch_{fn}_get_mode, _fp4patch_{fn}_modes
     if get is not None and None not in modes and all(get(mode) is None for mode in modes):
         return False  # a real call (torch without these internals: through the op, which runs it once)
-    return _fp4patch_{fn}_ready()
+    return _fp4patch_{fn}_set_whole() and _fp4patch_{fn}_ready()
 
 
 class _fp4patch_{fn}_flag_from_is_compiling:
@@ -814,7 +814,7 @@ else:
 def _fp4patch_{fn}_traced():
     # The redirect's second test in the copy Dynamo traces: marked as a constant result, so Dynamo
     # runs it (registering the op if that is still to do) instead of tracing it.
-    return _fp4patch_{fn}_ready()
+    return _fp4patch_{fn}_set_whole() and _fp4patch_{fn}_ready()
 
 
 _fp4patch_{fn}_traceable = {{}}
@@ -935,6 +935,104 @@ def _fp4patch_{fn}_top_level_substituted():
 
 if _fp4patch_{fn}_available:
     _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_on_dynamo)
+'''
+
+
+def _set_piece(fn: str) -> str:
+    """Two pieces of the rendered block, appended to ``_TAIL``:
+
+    - the check that FlashInfer's patched files loaded in this process are one whole set
+      (:mod:`fp4patch.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
+      enter the op; per-apply values (the token) are in the stamp, outside the fingerprinted code;
+    - ``_fp4patch_<fn>_with_load_hint(entry)``, the entry the redirect calls once the op is registered: the op's
+      node in a graph it traces carries, in its ``custom`` metadata, what a program loaded where FlashInfer was not
+      imported needs (torch's deserialization warning prints the node with it).
+    """
+    return _SET_TAIL.replace("{fn}", fn) + _LOAD_HINT_TAIL.replace("{fn}", fn)
+
+
+#: What an exported program's fp4patch op node says to whoever loads the program (its ``custom`` metadata).
+LOAD_HINT = (
+    "this program calls FlashInfer through an fp4patch op: import flashinfer (patched by fp4patch, the same "
+    "FlashInfer and fp4patch versions) before torch.export.load"
+)
+
+_LOAD_HINT_TAIL = '''
+
+_fp4patch_{fn}_load_hint = {"fp4patch": "''' + LOAD_HINT + '''"}
+
+
+def _fp4patch_{fn}_with_load_hint(entry):
+    # torch.export.load resolves torch.ops.fp4patch.<fn>_<hash> only where this module registered it: elsewhere it
+    # fails with a generic error and a warning that prints the op's node. The node carries the hint in its custom
+    # metadata: under Dynamo (torch.compile, strict export) through torch.fx.traceback.annotate (torch >= 2.10);
+    # while a proxy mode traces (non-strict export, make_fx) it is added to the fp4patch op nodes the call made.
+    if entry is None:
+        return None
+    annotate = getattr(getattr(getattr(torch, "fx", None), "traceback", None), "annotate", None)
+
+    def _fp4patch_{fn}_hinted_entry(*args, **kwargs):
+        if _fp4patch_{fn}_dynamo():
+            if annotate is None:
+                return entry(*args, **kwargs)
+            with annotate(_fp4patch_{fn}_load_hint):
+                return entry(*args, **kwargs)
+        graph = None
+        try:
+            from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+            mode = get_proxy_mode()
+            graph = mode.tracer.graph if mode is not None else None
+            before = len(graph.nodes) if graph is not None else 0
+        except Exception:
+            graph = None
+        out = entry(*args, **kwargs)
+        if graph is not None:
+            try:
+                nodes = reversed(graph.nodes)
+                for _ in range(len(graph.nodes) - before):
+                    node = next(nodes)
+                    if getattr(node.target, "namespace", None) == "fp4patch":
+                        node.meta.setdefault("custom", {}).update(_fp4patch_{fn}_load_hint)
+            except Exception:
+                pass
+        return out
+
+    return _fp4patch_{fn}_hinted_entry
+'''
+
+
+_SET_TAIL = '''
+
+def _fp4patch_{fn}_set_whole():
+    # fp4patch apply appends to every file it leaves patched the set's stamp, _fp4patch_set = (token, modules,
+    # seen): seen is True when fp4patch's record named that token as the module was imported. {fn} traces through
+    # the op only when this module's stamp was seen so and every module of the set loaded in this process carries
+    # the same token: a process that imported while an apply or revert ran, or after one was killed half-way,
+    # never compiles through a half-patched set. Without a stamp (a block run as rendered) there is nothing to check.
+    stamp = _fp4patch_{fn}_globals.get("_fp4patch_set")
+    if stamp is None:
+        return True
+    why = None if stamp[2] is True else stamp[2]
+    for name in stamp[1] if why is None else ():
+        other = getattr(sys.modules.get(name), "_fp4patch_set", None) if name in sys.modules else stamp
+        if other is None or other[0] != stamp[0] or other[2] is not True:
+            why = name + (" was imported unpatched" if other is None else " was imported from another fp4patch apply")
+            break
+    if why is None:
+        return True
+    if not any(getattr(sys.modules.get(name), "_fp4patch_set_warned", False) for name in stamp[1]):
+        import warnings
+
+        _fp4patch_{fn}_globals["_fp4patch_set_warned"] = True
+        warnings.warn(
+            "fp4patch: FlashInfer's patched files loaded in this process are not one whole set (" + why + "), so {fn} "
+            "and the other patched functions trace as their unpatched code here; start the process again once "
+            "fp4patch apply or revert has finished",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return False
 '''
 
 

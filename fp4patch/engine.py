@@ -38,7 +38,7 @@ from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
-from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change
+from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
 from .report import SpecReport, TargetReport, check_spec
 from .selection import (
@@ -85,6 +85,7 @@ class Engine:
         #: None: the one running fp4patch.
         self.target_env = target_env
         self._resolutions: dict[str, Resolution] = {}
+        self._reports: dict[str, SpecReport] = {}
         #: spec id -> the outcome of the CPU check ``apply`` ran for it (a ``checked`` or ``changed`` basis).
         self.checked: dict[str, Basis] = {}
         #: spec id -> target specifiers that count as carrying evidence (``make compat``'s replay of
@@ -100,6 +101,8 @@ class Engine:
         self.inputs = self.sources.inputs
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
+        #: The set token the last :meth:`plan` stamped its files with (:mod:`fp4patch.set_stamp`); None: none patched.
+        self.set_token: str | None = None
         #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
         #: (``--specs-dir D``) as the command was given them (set by the CLI), repeated in every command
         #: a message advises (:meth:`command`) so that it works as written.
@@ -153,10 +156,15 @@ class Engine:
         """Start :attr:`inputs` afresh (and read the files again): before reports whose inputs key a verdict."""
         self.inputs.clear()
         self._resolutions.clear()
+        self._reports.clear()
 
     def report(self, spec: Spec) -> SpecReport:
-        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`)."""
-        return check_spec(spec, self.sources, self.resolve)
+        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`), once per
+        spec until the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks
+        for each report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees."""
+        if spec.id not in self._reports:
+            self._reports[spec.id] = check_spec(spec, self.sources, self.resolve)
+        return self._reports[spec.id]
 
     def interrupted(self) -> str | None:
         """A one-line note when ``verify`` must fail for a reason outside the spec states: an
@@ -219,7 +227,13 @@ class Engine:
                 out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
         by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
-        return {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
+        plans = {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
+        # every file the apply leaves patched carries the set's stamp (fp4patch.set_stamp), also one patched before
+        manifest = self.store.load()
+        if manifest is not None and other_install(manifest, self.dist):
+            manifest = None  # another install's record: its files are not this install's set
+        plans, self.set_token = stamp_set(self.sources, plans, manifest)
+        return plans
 
     def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:
         """The files ``apply`` would change, with their new contents (writes nothing). A
@@ -259,7 +273,9 @@ class Engine:
         except FileSystemError as exc:
             if not isinstance(exc, UnwritableLock):
                 raise
-            # read-only site-packages: fine when everything is applied already, else this error
+            # read-only site-packages: fine when everything is applied already, else this error — said before any
+            # file is parsed when fp4patch's record shows a write is needed
+            self._refuse_unrecorded(specs, required, exc)
             written = self._apply(specs, allow_modified, refuse_writes=exc, required=required)
             self._refresh_stale_bytecode()
             return written
@@ -274,6 +290,30 @@ class Engine:
         finally:
             lock.__exit__(None, None, None)
 
+    def _refuse_unrecorded(self, specs: list[Spec], required: frozenset[str] | set[str], refusal: Exception) -> None:
+        """Raise ``refusal`` (the site-packages does not accept writes) unless fp4patch's record shows every selected
+        spec applied: recorded by this install's manifest, each file it targets here holding the bytes fp4patch
+        wrote. Reads the record, the targets (no parse) and the bytes of the files they name: an apply that would
+        have to write is refused before any file is parsed (a read-only image took 21 s to refuse before)."""
+        from .files import sha256
+
+        manifest = self.store.load()
+        if manifest is None or other_install(manifest, self.dist):
+            raise refusal
+        for spec in specs:
+            targets = [t for t in self.resolve(spec).targets if t.file and not t.status]
+            if not targets:
+                continue  # declared here (not needed, unsupported): it writes nothing
+            if spec.id not in manifest.specs:
+                raise refusal
+            for target in targets:
+                record = manifest.files.get(target.file)
+                if record is None:
+                    continue  # recorded without a change to this file (not needed or obsolete on this release)
+                path = self.dist.locate(target.file)
+                if not path.is_file() or sha256(path.read_bytes()) != record.patched_sha256:
+                    raise refusal
+
     def check_on_cpu(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
         """Check every spec of ``specs`` in ``needs-check`` on CPU (:func:`fp4patch.cpu_check.check`)
         and keep the outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one
@@ -283,6 +323,8 @@ class Engine:
         the selection there and runs the probes in :attr:`target_env` (torch needed there); the
         installed files are only read.
         """
+        if self.catalog.lists(self.dist.version):
+            return {}  # a listed release takes its targets by version: none needs a check (and no file is parsed here)
         needs = [s for s in specs if s.id not in self.checked and self.report(s).state == NEEDS_CHECK]
         if not needs:
             return {}
@@ -293,6 +335,8 @@ class Engine:
         others = [s for s in specs if s.id not in {n.id for n in needs} and self.report(s).state in (APPLICABLE, APPLIED)]
         outcome = check(self, needs, others + needs, required)
         self.checked.update(outcome)
+        for spec_id in outcome:
+            self._reports.pop(spec_id, None)  # its basis changed: checked, or changed (then drifted)
         return outcome
 
     def _apply(
@@ -310,7 +354,8 @@ class Engine:
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(
-            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken}
+            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken},
+            self.set_token,
         )
         if change is None:
             return []
@@ -318,7 +363,11 @@ class Engine:
             raise refuse_writes
         change.check_writable(self.store)
         run(self.store, self.dist, change.journal, change.undo, change.previous)
-        return [p for p in plans.values() if p.changes]
+        written = [p for p in plans.values() if p.changes]
+        for plan in written:  # the reports after it (the recorded verdict) read these trees instead of parsing again
+            if plan.module is not None:
+                self.sources.seed(plan.path, plan.patched, plan.module, plan.appended)
+        return written
 
     def revert(self, ids: list[str] | None, force: bool = False) -> list[str]:
         """Restore originals byte for byte; returns the relative paths restored or rewritten (files
@@ -394,6 +443,7 @@ class Engine:
                 f"{self.dist.version} is {now} (upgraded or reinstalled), so its backups no longer apply"
             )
             self.store.remove()
+            self._reports.clear()
             return None
         return manifest
 

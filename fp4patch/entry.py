@@ -1,4 +1,4 @@
-"""The ``fp4patch`` console script: answer a plain ``verify`` from the recorded verdict, else run the CLI.
+"""The ``fp4patch`` console script: answer from the recorded verdict where nothing is to be done, else run the CLI.
 
 ``fp4patch verify`` right after ``fp4patch apply`` is what CI jobs and Docker builds run most.
 When its arguments are only ``--python``, ``--site-packages``, ``--spec``, ``--specs-dir``,
@@ -7,10 +7,21 @@ finds a verdict whose every input is unchanged, the recorded reports are printed
 :mod:`fp4patch.render` (the same code the full command uses) without importing typer, pydantic,
 libcst or the spec loader. In every other case — other options, a miss, any error — nothing
 has been printed and :func:`fp4patch.cli.run` handles the command line from the start.
+
+The same verdict answers the commands that would do nothing on such an environment:
+
+- ``apply`` (the options of ``verify`` but ``--format`` and ``--applicable``, and ``--allow-modified``): every
+  selected spec is satisfied, no journal, no input changed since the verdict, so it writes nothing: it says so as
+  the full command does (an apply that has nothing to write, also on a read-only site-packages);
+- ``diff`` (the same options and ``--stat``): nothing to change;
+- ``status`` (``--python``, ``--site-packages``, ``--specs-dir``, ``--json``, ``--quiet``): from the status view a
+  plain ``apply`` records beside its verdict (every known spec's report, the record's spec ids), on a release
+  the catalog lists.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -35,6 +46,117 @@ class VerifyArguments:
     quiet: bool = False
     strict: bool = False
     skip: list[str] = field(default_factory=list)
+
+
+#: The options each command's fast path takes besides those of ``verify`` it shares (``--format`` and ``--applicable``
+#: are verify's): values, flags; a command line with anything else goes to the full CLI.
+OTHER_COMMANDS = {
+    "apply": ({"--python", "--site-packages", "--spec", "--specs-dir", "--skip"}, {"--json", "--quiet", "-q", "--strict", "--allow-modified"}),
+    "diff": ({"--python", "--site-packages", "--spec", "--specs-dir", "--skip"}, {"--json", "--quiet", "-q", "--strict", "--stat"}),
+    "status": ({"--python", "--site-packages", "--specs-dir"}, {"--json", "--quiet", "-q"}),
+}
+
+
+@dataclass
+class CommandArguments:
+    """An ``apply``, ``diff`` or ``status`` command line the fast path can answer (see :func:`parse_command`)."""
+
+    command: str
+    python: str | None = None
+    site_packages: str | None = None
+    spec: list[str] = field(default_factory=list)
+    specs_dir: str | None = None
+    skip: list[str] = field(default_factory=list)
+    as_json: bool = False
+    quiet: bool = False
+    strict: bool = False
+    stat: bool = False
+
+
+def parse_command(argv: list[str]) -> CommandArguments | None:
+    """``argv`` (without the program name) as :class:`CommandArguments` for ``apply``, ``diff`` or ``status`` with
+    only the options of :data:`OTHER_COMMANDS`, each well-formed; None otherwise (the full CLI parses it, and reports
+    a usage error where there is one)."""
+    if not argv or argv[0] not in OTHER_COMMANDS:
+        return None
+    values, flags = OTHER_COMMANDS[argv[0]]
+    args = CommandArguments(argv[0])
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        i += 1
+        if name in flags and not eq:
+            attribute = {"--json": "as_json", "-q": "quiet", "--allow-modified": None}.get(name, name[2:])
+            if attribute:
+                setattr(args, attribute, True)
+            continue
+        if name not in values:
+            return None
+        if not eq:
+            if i >= len(rest):
+                return None
+            value = rest[i]
+            i += 1
+        if not value or value.startswith("-"):
+            return None
+        if name in ("--spec", "--skip"):
+            getattr(args, name[2:]).append(value)
+        else:
+            setattr(args, name[2:].replace("-", "_"), value)
+    if (args.python and args.site_packages) or output_conflict(args.as_json, None, args.quiet):
+        return None  # usage errors: the full CLI reports them
+    return args
+
+
+def command_recorded(args: CommandArguments) -> int | None:
+    """Answer ``apply``/``diff``/``status`` from the recorded verdict (module docstring) and return exit code 0, or
+    return None (a miss; nothing printed)."""
+    from .environment import from_python, resolve, start_probe
+    from .errors import EXIT_OK, Fp4PatchError
+
+    try:
+        started = start_probe(args.python) if args.python else None
+    except OSError:
+        return None
+    import importlib.metadata  # noqa: F401
+
+    from .verdict import Request, lookup
+
+    try:
+        env = from_python(args.python, started) if started else resolve(None, args.site_packages)
+    except Fp4PatchError:
+        return None
+    request = Request.of(args.spec, args.specs_dir, args.strict, args.skip)
+    try:
+        found = lookup(env, request)
+    except OSError:
+        return None
+    if found is None:
+        return None
+    from . import render
+
+    if args.command == "status":
+        view = found.status
+        if not view or not view.get("listed"):
+            return None  # an apply with --spec/--skip/--strict recorded no status view; an unlisted release has notes
+        render.status_output(found.header, view["recorded"], None, None, view["reports"], [], args.as_json, args.quiet)
+        return EXIT_OK
+    if args.command == "diff":
+        if args.as_json:
+            print(json.dumps({**found.header, "files": []}, indent=2))
+        elif not args.quiet:
+            line = render.nothing_to_change(found.header, found.reports)
+            if args.stat:
+                print(line, flush=True)
+            else:
+                sys.stderr.write(line + "\n")
+        return EXIT_OK
+    required = {r["id"] for r in found.reports} if args.strict else set(args.spec)
+    if not args.quiet or args.as_json:
+        render.apply_output(found.header, [r["id"] for r in found.reports], found.reports, required, [], "", args.as_json)
+    return EXIT_OK
 
 
 def parse_verify(argv: list[str]) -> VerifyArguments | None:
@@ -110,7 +232,10 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     if torch_version is not None and not supported(torch_version):
         return None  # the full CLI refuses a torch below the supported range in one line
     request = Request.of(args.spec, args.specs_dir, args.strict, args.skip)
-    found = lookup(env, request)
+    try:
+        found = lookup(env, request)
+    except OSError:  # a state this user may not read: the full command says so in one line
+        return None
     if found is None:
         return None
     from . import render
@@ -122,7 +247,10 @@ def verify_recorded(args: VerifyArguments) -> int | None:
 
 def main() -> None:
     """Console-script entry point (``fp4patch``, ``python -m fp4patch``); exit codes as documented
-    (130 for Ctrl-C, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    (130 for Ctrl-C, 143 for SIGTERM, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    from .interrupts import INTERRUPTS, on_terminate
+
+    on_terminate()
     try:
         _main()
     except BrokenPipeError:  # `fp4patch verify --json | head -1`: the reader left; say nothing more
@@ -131,13 +259,13 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
-    except KeyboardInterrupt:  # before the CLI took over (imports): nothing was written
-        from .interrupts import EXIT_INTERRUPTED, message, settle
+    except INTERRUPTS as interrupt:  # before the CLI took over (imports): nothing was written
+        from .interrupts import exit_code, message, settle
 
         settle()
 
-        sys.stderr.write(f"fp4patch: {message()}\n")
-        sys.exit(EXIT_INTERRUPTED)
+        sys.stderr.write(f"fp4patch: {message('', interrupt)}\n")
+        sys.exit(exit_code(interrupt))
 
 
 def _main() -> None:
@@ -145,6 +273,12 @@ def _main() -> None:
         args = parse_verify(sys.argv[1:])
         if args is not None:
             code = verify_recorded(args)
+            if code is not None:
+                sys.stdout.flush()
+                sys.exit(code)
+        other = parse_command(sys.argv[1:])
+        if other is not None:
+            code = command_recorded(other)
             if code is not None:
                 sys.stdout.flush()
                 sys.exit(code)

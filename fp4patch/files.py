@@ -45,6 +45,44 @@ def check_writable(path: Path) -> None:
     os.unlink(probe)
 
 
+def make_directory(path: Path) -> None:
+    """Create ``path`` and its missing parents, each with the permission bits of the nearest folder that
+    exists above them (site-packages for ``.fp4patch/``), whatever the umask: what fp4patch keeps beside an
+    installed distribution must be as readable as the distribution (a root ``apply`` under ``umask 077`` made
+    ``.fp4patch/`` 700, and another user's ``status`` failed). An existing ``path`` is left as it is.
+
+    Raises:
+        OSError: a folder cannot be created (callers turn it into their one-line error).
+    """
+    missing = []
+    existing = path
+    while not existing.is_dir():
+        missing.append(existing)
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    mode = existing.stat().st_mode & 0o7777 if existing.is_dir() else 0o755
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue  # made meanwhile by another process: its mode is that one's business
+        os.chmod(folder, mode & 0o777)
+
+
+def share_mode(path: Path, like: Path) -> None:
+    """Give the folder ``path`` the permission bits of ``like`` when they differ (no error when it cannot: a state
+    folder made by an older fp4patch under a strict umask becomes readable on the next write, where possible)."""
+    try:
+        wanted = like.stat().st_mode & 0o777
+        if path.is_dir() and path.stat().st_mode & 0o777 != wanted:
+            os.chmod(path, wanted)
+    except OSError:
+        pass
+
+
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace ``path`` by ``data`` atomically: temporary file in the same directory, fsync, rename.
 
@@ -99,7 +137,14 @@ def fault_point(step: str) -> None:
     """Fault injection for the crash tests: ``FP4PATCH_FAULT=<step>:<n>`` SIGKILLs this process
     when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
     the engine's steps are ``plan`` (before anything is written), ``journal``, ``backup``, ``file``,
-    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead."""
+    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead, ``<step>:<n>:sigterm``
+    SIGTERM (a CI timeout, ``docker build`` cancelled). ``FP4PATCH_PAUSE=<step>:<seconds>`` sleeps at every such
+    step instead (the concurrent-importer tests)."""
+    pause = os.environ.get("FP4PATCH_PAUSE")  # <step>:<seconds>: stop that long at every such step (the tests'
+    if pause and pause.partition(":")[0] == step:  # importers then meet a write phase that lasts, as on a slow disk)
+        import time
+
+        time.sleep(float(pause.partition(":")[2] or 0))
     wanted = os.environ.get("FP4PATCH_FAULT")
     if not wanted:
         return
@@ -109,7 +154,7 @@ def fault_point(step: str) -> None:
         return
     _fault_counts[step] = _fault_counts.get(step, 0) + 1
     if _fault_counts[step] == int(count or 1):
-        os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGKILL)
+        os.kill(os.getpid(), {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(how, signal.SIGKILL))
 
 
 def remove_temp_files(path: Path) -> list[Path]:

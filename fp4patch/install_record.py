@@ -18,6 +18,7 @@ import it).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,12 +41,22 @@ def record_sha256(dist: Distribution) -> str | None:
 
 def record_hashes(dist: InstalledDistribution) -> dict[str, str]:
     """Site-packages-relative path (POSIX) → the sha256 RECORD lists for it (urlsafe base64, as
-    written there), for every entry with a sha256 hash."""
-    hashes = {}
-    for entry in dist.dist.files or []:
-        if entry.hash is not None and entry.hash.mode == "sha256":
-            hashes[entry.as_posix()] = entry.hash.value
-    return hashes
+    written there), for every entry with a sha256 hash. RECORD is read as CSV once per contents
+    (importlib.metadata's ``files`` builds a path object per entry: 1.3 s for 0.7.4's 15,000, once per file
+    an apply patches)."""
+    return dict(_record_hashes(dist.dist.read_text("RECORD") or ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _record_hashes(text: str) -> tuple[tuple[str, str], ...]:
+    import csv
+    from pathlib import PurePosixPath
+
+    pairs = []
+    for row in csv.reader(text.splitlines()):  # as importlib.metadata reads it: path, hash, size
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            pairs.append((PurePosixPath(row[0]).as_posix(), row[1][len("sha256="):]))
+    return tuple(pairs)
 
 
 def check_baseline(dist: InstalledDistribution, relative: str, path: Path, current: bytes) -> None:

@@ -71,7 +71,9 @@ def environment_lock(path: Path, what: str, notify: Callable[[str], None], remov
     waited = False
     while True:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            from .files import make_directory
+
+            make_directory(path.parent)  # with site-packages' mode, whatever the umask
         except OSError as exc:
             raise UnwritableLock(
                 f"{path.parent}: cannot create ({exc.strerror}); site-packages is not writable: "

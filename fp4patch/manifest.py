@@ -50,6 +50,9 @@ class Manifest:
     #: (:meth:`fp4patch.evidence.Basis.to_record`: "as verified on 0.7.4, same code", "checked on CPU
     #: for 0.7.5"); absent for listed releases and in older manifests.
     basis: dict[str, dict] = field(default_factory=dict)
+    #: The token of the set of patched files this record belongs to (:mod:`fp4patch.set_stamp`): a patched module
+    #: traces through fp4patch's ops only when its stamp's token is this one (None in older manifests).
+    set_token: str | None = None
 
     def to_json(self) -> bytes:
         """Serialise (sorted keys, trailing newline)."""
@@ -134,8 +137,15 @@ class ManifestStore:
             raise FileSystemError(f"{self.path}: unreadable manifest ({exc}); remove {self.root} after reinstalling the distribution") from None
 
     def save(self, manifest: Manifest) -> None:
-        """Write the manifest atomically (creating the state directory)."""
+        """Write the manifest atomically (creating the state directory). The state folders take the mode of
+        site-packages (those of an older fp4patch run under a strict umask too), so that every user who can
+        read the distribution can read fp4patch's record of it."""
         self._mkdir(self.root)
+        from .files import share_mode
+
+        site_packages = self.root.parent.parent
+        for folder in (self.root.parent, self.root, self.backups):
+            share_mode(folder, site_packages)
         atomic_write(self.path, manifest.to_json(), mode=0o644)
 
     def load_journal(self) -> Journal | None:
@@ -194,7 +204,9 @@ class ManifestStore:
 
     @staticmethod
     def _mkdir(path: Path) -> None:
+        from .files import make_directory
+
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            make_directory(path)
         except OSError as exc:
             raise FileSystemError(f"{path}: cannot create ({exc.strerror}); make site-packages writable") from None

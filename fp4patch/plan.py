@@ -18,9 +18,9 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import DriftError, FileSystemError
 from .files import check_writable, read_bytes, sha256
@@ -45,6 +45,10 @@ class FilePlan:
     patched: bytes
     specs: list[str]
     encoding: str = "utf-8"
+    #: The libcst tree of ``patched`` without its set stamp (what the operations left), when this plan made it; it
+    #: lacks the blocks added at the end as text, ``appended`` (:func:`appended_text`).
+    module: Any = field(default=None, repr=False, compare=False)
+    appended: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def changes(self) -> bool:
@@ -106,12 +110,101 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         current, module = loaded
     else:
         current, module = base, cst.parse_module(base)
+    from .operations.base import OpState
+
+    appended: list[str] = []  # rendered op blocks to add at the end, as text (see appended_text)
+    textual = _appends_as_text(module)
     for _, target in pairs:
         for op in target.operations:
+            text = appended_text(op) if textual else None
+            if text is not None:
+                if op.checked(module).state is OpState.APPLICABLE and text not in appended:
+                    appended.append(text)
+                continue
             module = op.apply(module)
     patched = module.bytes
+    if appended:  # in the file's encoding, without a second byte-order mark (utf-8-sig writes one per encode)
+        encoding = "utf-8" if module.encoding.lower().replace("_", "-") == "utf-8-sig" else module.encoding
+        patched += "".join("\n\n" + text for text in appended).encode(encoding)
     check_result(path, patched)
-    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding)
+    # the tree lacks the blocks appended as text: it serves the reports after apply (Sources.seed), never a plan
+    return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module, tuple(appended))
+
+
+def _appends_as_text(module) -> bool:
+    """Whether a rendered op block appended at the end of ``module`` prints as its own text (:func:`appended_text`):
+    libcst writes an appended statement with the module's newline and indent, and before the module's footer; the
+    text is the same when those are ``\\n`` and four spaces and there is no footer (every FlashInfer file). Else the
+    block goes through the tree."""
+    import codecs
+
+    wide = codecs.lookup(module.encoding).name.startswith(("utf-16", "utf-32"))  # a byte-order mark per encode
+    return module.default_newline == "\n" and module.default_indent == "    " and module.has_trailing_newline and not module.footer and not wide
+
+
+def appended_text(op) -> str | None:
+    """The text libcst writes for ``op`` when it is a block appended at the end (an ``append-to-module``, position
+    ``end``: every rendered op block) whose text libcst prints as written, or None (the operation edits the tree).
+
+    Parsing a block into libcst nodes and printing them again was about half of a first ``apply``'s time on 0.7.4
+    (18 blocks, 9,500 lines): the block is added as the text it was rendered as, which is what libcst prints for
+    it — two blank lines, then its statements, each line as written (the renderer writes a block with four-space
+    indents, ``\\n`` newlines, no blank or comment line after its last statement); tests/test_rendered_bytes.py
+    and tests/test_plan_text.py compare the two.
+    """
+    from .operations.append_to_module import AppendToModule
+
+    if not isinstance(op, AppendToModule) or op.position != "end":
+        return None
+    import textwrap
+
+    text = textwrap.dedent(op.code).strip("\n") + "\n"
+    lines = text.splitlines()
+    indented = next((line for line in lines if line[:1] in (" ", "\t")), "    x")
+    if "\r" in text or not indented.startswith("    ") or indented[4:5] in (" ", "\t") or lines[-1].lstrip().startswith("#"):
+        return None
+    return text
+
+
+def stamp_set(sources: Sources, plans: dict[str, FilePlan], manifest: Manifest | None) -> tuple[dict[str, FilePlan], str | None]:
+    """``plans`` (each file's patched bytes without a stamp) with every file of the set that the apply leaves
+    patched stamped with the set's token (:mod:`fp4patch.set_stamp`), and that token (None: no file is patched).
+
+    The set: each planned file whose result differs from its original (the record's, else the file as it is), and
+    each file ``manifest`` (this install's record) holds as patched by specs not planned now; the latter get a plan
+    of their own when their stamp changes (the set's token names all of its contents), which the preflight
+    (:func:`check_apply`) checks like any other write.
+
+    Raises:
+        FileSystemError: a recorded file cannot be read.
+    """
+    from dataclasses import replace
+
+    from .set_stamp import restamp, strip
+
+    records = manifest.files if manifest else {}
+    unstamped: dict[str, bytes] = {}
+    for relative, plan in plans.items():
+        record = records.get(relative)
+        original = record.original_sha256 if record else sha256(strip(plan.current))
+        if sha256(plan.patched) != original:
+            unstamped[relative] = plan.patched
+    present: dict[str, bytes] = {}
+    for relative in records:
+        path = sources.dist.locate(relative)
+        if relative not in plans and path.is_file():
+            present[relative] = read_bytes(path)
+            unstamped[relative] = strip(present[relative])
+    if not unstamped:
+        return plans, None
+    token, stamped = restamp(unstamped, sources.store.path.relative_to(sources.dist.site_packages).as_posix())
+    out = dict(plans)
+    for relative, data in stamped.items():
+        if relative in plans:
+            out[relative] = replace(plans[relative], patched=data)
+        elif data != present[relative]:
+            out[relative] = FilePlan(relative, sources.dist.locate(relative), present[relative], data, sorted(records[relative].specs))
+    return out, token
 
 
 def check_result(path: Path, data: bytes) -> None:
@@ -180,7 +273,10 @@ def check_apply(
             reinstalled.add(plan.relative)  # reinstalled since apply: patch it afresh
             notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
         elif record and current != record.patched_sha256:
-            raise FileSystemError(f"{plan.path}: changed since fp4patch patched it; reinstall {dist.name} or run `{command('revert', '--force')}`")
+            raise FileSystemError(
+                f"{plan.path}: changed since fp4patch patched it; run `{command('revert', '--force')}` (puts the installed originals "
+                f"back), then `{command('apply')}`"
+            )
         elif not record and not allow_modified:
             check_baseline(dist, plan.relative, plan.path, plan.current)
     return reinstalled
@@ -194,13 +290,15 @@ def apply_change(
     reinstalled: set[str],
     requested: list[str],
     taken: dict[str, Basis | None],
+    set_token: str | None = None,
 ) -> Change | None:
     """The :class:`Change` that writes ``plans`` (checked by :func:`check_apply`, which found
     ``reinstalled``) and records them in a new manifest: ``manifest``'s specs and files (this
     install's record, None when there is none) with ``taken`` — each spec applied and the basis
     it was resolved on (kept in the manifest unless the release is listed: "as verified on 0.7.4,
     same code") — and each planned file's hashes, specs and mode. ``requested``: the spec ids the
-    journal names.
+    journal names; ``set_token``: the token the planned files are stamped with (:func:`stamp_set`), recorded in
+    the manifest, which the journal writes after every file (the set is whole from then on).
 
     None when there is nothing to write: no file changes and the manifest would not either, or
     every selected spec is obsolete, not needed or already in the files.
@@ -213,7 +311,10 @@ def apply_change(
     for spec_id, resolved in taken.items():
         if resolved is not None and resolved.kind not in ("listed", "no-target"):
             basis[spec_id] = resolved.to_record()  # the evidence it was applied on ("as verified on 0.7.4, same code")
-    new_manifest = Manifest(dist.name, str(dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(dist.dist), basis=basis)
+    new_manifest = Manifest(
+        dist.name, str(dist.version), applied_ids, dict(manifest.files), record_sha256=record_sha256(dist.dist), basis=basis,
+        set_token=set_token if set_token is not None else manifest.set_token,
+    )
     for plan in plans.values():
         old = None if plan.relative in reinstalled else manifest.files.get(plan.relative)
         original = old.original_sha256 if old else sha256(plan.current)
@@ -297,9 +398,34 @@ def revert_change(
             del records[relative]
             dropped.append(relative)
         writes.append((relative, path, current, new, record.mode))
+    token = None
+    if records:  # the files that stay patched are a new set: each gets its stamp (set_stamp), the manifest its token
+        from .set_stamp import restamp, strip
+
+        new_bytes = {relative: new for relative, _, _, new, _ in writes}
+        present = {}
+        for relative, record in records.items():
+            if relative not in new_bytes:
+                path = dist.locate(relative)
+                present[relative] = read_bytes(path) if path.is_file() else b""
+                if sha256(present[relative]) != record.patched_sha256 and not force:
+                    raise FileSystemError(
+                        f"{path}: changed since apply (sha256 differs from the manifest); not rewriting it with the specs that "
+                        f"stay — reinstall {dist.name}, or use --force"
+                    )
+        unstamped = {r: strip(new_bytes[r] if r in new_bytes else present[r]) for r in records}
+        token, stamped = restamp(unstamped, store.path.relative_to(dist.site_packages).as_posix())
+        writes = [(r, path, cur, stamped.get(r, new), mode) for r, path, cur, new, mode in writes]
+        for relative, data in stamped.items():
+            records[relative] = replace(records[relative], patched_sha256=sha256(data))
+            if relative in present and data != present[relative]:
+                writes.append((relative, dist.locate(relative), present[relative], data, records[relative].mode))
     kept_basis = {k: v for k, v in manifest.basis.items() if k in {s.id for s in remaining}}
     new_manifest = (
-        Manifest(manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256, basis=kept_basis)
+        Manifest(
+            manifest.distribution, manifest.version, sorted(s.id for s in remaining), records, record_sha256=manifest.record_sha256,
+            basis=kept_basis, set_token=token,
+        )
         if records
         else None
     )

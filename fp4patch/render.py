@@ -80,17 +80,67 @@ def paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
 
 
-def aligned(rows: list[list[tuple[str, str]]], color: bool = False, indent: str = "  ") -> list[str]:
+#: Columns of a log (stdout not a terminal, no ``COLUMNS``): what rich's ``out`` console gets too (:func:`_console`).
+LOG_WIDTH = 160
+#: The narrowest a wrapped column gets, however far right it starts.
+MIN_COLUMN = 40
+
+
+def log_width() -> int:
+    """Columns to wrap plain output at: the terminal's width on a terminal, else ``COLUMNS`` when set to a
+    number of at least 40, else :data:`LOG_WIDTH` (a CI or docker build log)."""
+    if sys.stdout.isatty():
+        import shutil
+
+        return max(shutil.get_terminal_size().columns, MIN_COLUMN)
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= MIN_COLUMN else LOG_WIDTH
+
+
+def wrap(text: str, indent: str = "    ", width: int | None = None) -> list[str]:
+    """``text`` (one logical line) as lines of at most ``width`` columns (default :func:`log_width`), the
+    continuation lines indented by ``indent``; words are never broken (a spec id, a path or a command that is
+    longer than the width stands alone on its line), nor at their hyphens, and a command in backticks stays on one
+    line, to be copied whole."""
+    import re
+    import textwrap
+
+    width = width or log_width()
+    if len(text) <= width:
+        return [text]
+    glued = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", "\0"), text)  # NUL: no output line holds one
+    lines = textwrap.wrap(
+        glued, width=max(width, len(indent) + MIN_COLUMN), subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
+    return [line.replace("\0", " ") for line in lines] or [text]
+
+
+def wrapped(text: str, indent: str = "    ", width: int | None = None) -> str:
+    """:func:`wrap`'s lines joined with newlines: what a command prints for one long line."""
+    return "\n".join(wrap(text, indent, width))
+
+
+def aligned(rows: list[list[tuple[str, str]]], color: bool = False, indent: str = "  ", width: int | None = None) -> list[str]:
     """Rows of ``(text, style)`` cells as lines with the columns aligned (two spaces apart; the
-    last column is not padded; trailing spaces dropped); styles applied when ``color``."""
+    last column is not padded; trailing spaces dropped); styles applied when ``color``. A last column that
+    would run past ``width`` (default :func:`log_width`) wraps, its continuation lines starting under it."""
     widths = [max((len(row[i][0]) for row in rows if i < len(row)), default=0) for i in range(max((len(r) for r in rows), default=0))]
+    width = width or log_width()
     lines = []
     for row in rows:
         cells = []
+        start = len(indent)
         for i, (text, style) in enumerate(row):
-            pad = "" if i == len(row) - 1 else " " * (widths[i] - len(text))
-            cells.append(paint(text, style, color) + pad)
-        lines.append((indent + "  ".join(cells)).rstrip())
+            if i == len(row) - 1:
+                pieces = wrap(text, "", max(width - start, MIN_COLUMN)) if text else [text]
+                cells.append(paint(pieces[0], style, color))
+                lines.append((indent + "  ".join(cells)).rstrip())
+                lines.extend((" " * start + paint(piece, style, color)).rstrip() for piece in pieces[1:])
+                break
+            cells.append(paint(text, style, color) + " " * (widths[i] - len(text)))
+            start += widths[i] + 2
+        else:
+            lines.append((indent + "  ".join(cells)).rstrip())
     return lines
 
 
@@ -137,8 +187,8 @@ def inherited_lines(version: str, reports: list[dict[str, Any]], each: bool = Tr
     groups: dict[str, list[str]] = {}
     for r in taken:
         groups.setdefault(r["basis"]["description"], []).append(r["id"])
-    lines = [f"{version}: {', '.join(ids)} {description}" for description, ids in groups.items()] if each else []
-    return [*lines, f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}"]
+    lines = [line for description, ids in groups.items() for line in wrap(f"{version}: {', '.join(ids)} {description}")] if each else []
+    return [*lines, *wrap(f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}")]
 
 
 def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
@@ -208,8 +258,7 @@ def scan_table(title: str, results: list[dict[str, Any]]) -> Table:
 
 def scan_lines(results: list[dict[str, Any]]) -> list[str]:
     """Plain text for logs: one aligned line per scan result, ``  <function>  <detail>``."""
-    width = max((len(r["name"]) for r in results), default=0)
-    return [f"  {r['name']:<{width}}  {scan_detail(r)}".rstrip() for r in results]
+    return aligned([[(r["name"], ""), (scan_detail(r), "")] for r in results])
 
 
 def scan_summary(results: list[dict[str, Any]]) -> str:
@@ -242,7 +291,7 @@ def failure_hint(
     parts += [f"{state}: {', '.join(ids)}" for state, ids in by_state.items()]
     blocked = blocking(reports, ok_states)
     waiting = [r for r in reports if r["state"] in ("applicable", "needs-check") and r["state"] not in ok_states]
-    if waiting:
+    if waiting and not interrupted:  # the note carries its own instruction (finish, revert --force first, ...): one a state
         parts.append(f"run `{apply_command(waiting, apply_options, blocked)}`")
     if blocked:
         parts.append("see the detail column; upstream changed or the version is not covered")
@@ -329,9 +378,12 @@ def github_annotations(
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
         spec_line = next((t.line for t in spec.targets if t.file and t.file in files), 1)
-        message = escape_annotation(
-            prefix + (r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states)))
-        )
+        if not r["detail"] and interrupted and r["state"] == "applicable":
+            # the first error says what to run (an apply would be refused or is not the first step): one instruction
+            detail = f"{r['id']} is not applied; do what the first error says"
+        else:
+            detail = r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states))
+        message = escape_annotation(prefix + detail)
         print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
         for target in r["targets"]:
             if not target["file"] or site_packages is None:
@@ -416,7 +468,11 @@ def verify_output(
             lines += ["patched functions under fullgraph:", *scan_lines(functions)]
         if opcheck is not None:
             lines += opcheck_lines(opcheck)
-        lines.append(paint("verify: ok", "green", color) if ok else f"{paint('verify: failed', 'red', color)} — {failure_hint(reports, ok_states, cases, functions, interrupted, apply_options)}")
+        if ok:
+            lines.append(paint("verify: ok", "green", color))
+        else:
+            first, *rest = wrap(f"verify: failed — {failure_hint(reports, ok_states, cases, functions, interrupted, apply_options)}")
+            lines += [first.replace("verify: failed", paint("verify: failed", "red", color), 1), *rest]
         print("\n".join(lines), flush=True)
 
 
@@ -433,3 +489,103 @@ def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> st
         given = "--json" if as_json else f"--format {output_format}"
         return f"--quiet and {given}: --quiet prints nothing on stdout; drop one of them"
     return None
+
+
+def split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]:
+    """``ids`` without the specs whose report declares them not to apply here (``not-needed``,
+    ``obsolete``: a spec's own data for this release) or finds them not applied now (``applicable``,
+    ``drifted``...: a recorded spec after ``pip install --force-reinstall`` or a hand edit), and those
+    as clauses for a summary line (``"; not needed on this release: a (not-needed), b (obsolete)"``,
+    ``"; recorded, but not applied now (reinstalled or edited?): c (applicable)"``, or ``""``).
+
+    Args:
+        ids: spec ids, in the order to print them.
+        reports: :meth:`fp4patch.engine.SpecReport.to_json` dicts (``id``, ``state``); an id without
+            a report stays in the first list.
+    """
+    states = {r["id"]: r["state"] for r in reports}
+    declared = [i for i in ids if states.get(i) in ("not-needed", "obsolete")]
+    lost = [i for i in ids if states.get(i, "applied") not in ("applied", "not-needed", "obsolete")]
+    kept = [i for i in ids if i not in declared and i not in lost]
+    clause = f"; not needed on this release: {', '.join(f'{i} ({states[i]})' for i in declared)}" if declared else ""
+    if lost:
+        clause += f"; recorded, but not applied now (reinstalled or edited?): {', '.join(f'{i} ({states[i]})' for i in lost)}"
+    return kept, clause
+
+
+def status_output(
+    header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
+    note: list[str], as_json: bool, quiet: bool = False,
+) -> None:
+    """Print what ``fp4patch status`` prints: ``header`` (``schema``, ``distribution``, ``version``, ``site_packages``),
+    the specs fp4patch's record names (``recorded``), the notes on a stale record and an interrupted run (or None),
+    every spec's report (``--json`` dicts) and ``note`` (lines on a release fp4patch does not know); JSON with
+    ``as_json``, nothing with ``quiet``. Shared by the CLI and the recorded fast path (:mod:`fp4patch.entry`)."""
+    if as_json:
+        print(json.dumps({**header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "specs": reports}, indent=2))
+        return
+    if quiet:
+        return
+    color = use_color()
+    kept, declared = split_declared(recorded, reports)
+    lines = [
+        f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}",
+        *wrap(f"recorded as applied by fp4patch: {', '.join(kept) if kept else 'nothing'}{declared}"),
+        *(wrap(f"stale record: {stale}") if stale else []),
+        *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
+        *reports_lines(reports, show_summary=True, color=color),
+        *note,
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def apply_output(
+    header: dict[str, Any], selected: list[str], reports: list[dict[str, Any]], required: Iterable[str], written: list[tuple[str, list[str]]],
+    backups: Path | str, as_json: bool,
+) -> None:
+    """Print what ``fp4patch apply`` prints: ``selected`` (spec ids, in order) with their ``reports`` (``--json``
+    dicts), ``required`` (ids that may not be left out as unsupported), ``written`` (``(file, spec ids)`` of each file
+    written; empty when nothing was), ``backups`` (fp4patch's state directory). Shared by the CLI and the recorded
+    fast path of an apply that has nothing to write (:mod:`fp4patch.entry`)."""
+    required = set(required)
+    left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
+    if as_json:
+        print(json.dumps({
+            **header,
+            "specs": list(selected),
+            "written": [relative for relative, _ in written],
+            "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
+            "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
+        }, indent=2))
+        return
+    lines = []
+    ids, declared = split_declared([i for i in selected if i not in {r["id"] for r in left_out}], reports)
+    if not written:
+        # only declared specs selected: nothing was ever applied, so not 'already applied'
+        done = f"already applied ({', '.join(ids)})" if ids else "nothing to apply"
+        lines += wrap(f"{header['distribution']} {header['version']}: {done}{declared}; nothing written")
+    for relative, specs in written:
+        lines += wrap(f"patched {relative} ({', '.join(specs)})")
+    if written:
+        lines += wrap(f"{header['distribution']} {header['version']}: applied {', '.join(ids)}{declared}; backups in {backups}")
+    for r in left_out:
+        lines += wrap(f"left out {r['id']}: unsupported on {header['version']}: {r['detail']} (`--strict` makes this an error)")
+    lines += inherited_lines(header["version"], reports)
+    if not _quiet():
+        print("\n".join(lines), flush=True)
+
+
+def _quiet() -> bool:
+    """Whether the command runs with ``--quiet`` (the rich console ``out`` knows it once the CLI set it)."""
+    console = _consoles.get("out")
+    return bool(console is not None and console.quiet)
+
+
+def nothing_to_change(header: dict[str, Any], reports: list[dict[str, Any]]) -> str:
+    """``diff``'s line when ``apply`` would write nothing: the environment is patched (a selected spec applied), or no
+    selected spec needs a change on this release. ``reports``: the selected specs' ``--json`` dicts."""
+    applied = [r["id"] for r in reports if r["state"] == "applied"]
+    name = f"{header['distribution']} {header['version']}"
+    if applied:
+        return f"nothing to change: {name} is patched ({len(applied)} selected spec(s) applied; `fp4patch verify` checks it)"
+    return f"nothing to change: no selected spec needs a change on {name} (`fp4patch status` says why)"

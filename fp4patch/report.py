@@ -174,7 +174,7 @@ def _obsolete(spec: Spec, sources: Sources) -> ObsoleteWhen | None:
     for condition in spec.obsolete_when:
         if not condition.versions.contains(dist.version, prereleases=True):
             continue
-        loaded = sources.load_module(dist.locate(condition.file))
+        loaded = sources.load_for_check(dist.locate(condition.file))
         if loaded is None:
             continue
         module = loaded[1]
@@ -187,15 +187,27 @@ def _obsolete(spec: Spec, sources: Sources) -> ObsoleteWhen | None:
 
 def check_target(target: Target, sources: Sources) -> TargetReport:
     """Each operation of ``target`` checked on its file as it is (reading only), combined."""
-    loaded = sources.load_module(sources.dist.locate(target.file))
+    path = sources.dist.locate(target.file)
+    loaded = sources.load_for_check(path)
     if loaded is None:
         return TargetReport(target.file, DRIFTED, reason=f"file {target.file} not found")
-    _, module = loaded
+    _, module, appended = loaded
     operations = []
     for op in target.operations:  # each checked on the file as it is: reading only
-        check = op.check(module)
+        if appended and _appended(op, appended):  # apply added it as text, after the tree it seeded (Sources.seed)
+            operations.append((op.describe(), APPLIED, ""))
+            continue
+        check = op.checked(module)
         operations.append((op.describe(), check.state.value, check.detail))
     return TargetReport(target.file, combine([s for _, s, _ in operations]), operations)
+
+
+def _appended(op, appended: tuple[str, ...]) -> bool:
+    """Whether ``op`` is a block that ``apply`` added at the end as one of the texts ``appended``."""
+    from .plan import appended_text
+
+    text = appended_text(op)
+    return text is not None and text in appended
 
 
 def combine(states: list[str]) -> str:

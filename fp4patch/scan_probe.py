@@ -757,7 +757,11 @@ def main(argv=None):
     if ns.json:
         sys.stdout = sys.stderr
 
-    import torch
+    try:
+        import torch
+    except ImportError as e:  # fp4patch names the pip line that installs it (fp4patch.trace.install_line)
+        print("cannot import torch: {}: {}".format(type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""), file=sys.stderr)
+        return 2
 
     disabling = _trace_probe().dynamo_disabled(torch)
     if disabling:

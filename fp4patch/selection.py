@@ -40,13 +40,7 @@ def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | Non
             skipped spec that a selected one requires.
     """
     by_id = {s.id: s for s in specs}
-    unknown = [i for i in [*(ids or []), *(skip or [])] if i not in by_id]
-    if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], list(by_id), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(f"unknown spec {unknown[0]!r}; {hint}known: {', '.join(by_id)} (see `fp4patch status`)")
+    check_known([*(ids or []), *(skip or [])], list(by_id))
     if ids:
         chosen = list(dict.fromkeys(ids))
     else:
@@ -64,6 +58,26 @@ def select_specs(specs: list[Spec], ids: list[str] | None, skip: list[str] | Non
     chosen = [i for i in chosen if i not in (skip or [])]
     check_conflicts([by_id[i] for i in chosen], set(chosen))
     return [by_id[i] for i in sorted(chosen)]
+
+
+def check_known(ids: list[str], known: list[str]) -> None:
+    """Refuse the first of ``ids`` (spec ids as given) that is not in ``known`` (every loaded spec's id), with the
+    known id it most likely means: the same one in another case (spec ids are lower case), else the closest
+    spelling (:func:`difflib.get_close_matches`). Every command that takes ``--spec`` or ``--skip`` says the same.
+
+    Raises:
+        UsageError: ``unknown spec 'x'; did you mean 'y'?``, and where the known ids are listed.
+    """
+    unknown = [i for i in ids if i not in known]
+    if not unknown:
+        return
+    import difflib
+
+    name = unknown[0]
+    same = [k for k in known if k.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}{' (spec ids are lower case)' if same else ''}? " if close else ""
+    raise UsageError(f"unknown spec {name!r}; {hint}`fp4patch status` lists the {len(known)} known specs")
 
 
 def check_conflicts(selected: list[Spec], present: set[str], where: str = "selected together") -> None:
@@ -181,8 +195,9 @@ def removed_specs(manifest: Manifest, ids: list[str] | None) -> set[str]:
         # a recorded spec that changed no file (not needed on this release) is not called applied
         applied = manifest.applied_specs()
         idle = [s for s in manifest.specs if s not in applied]
+        listed = f"applied: {', '.join(applied) or 'none'}" if len(applied) <= 3 else f"{len(applied)} specs applied"
         raise UsageError(
-            f"spec {min(unknown)!r} is not applied here (applied: {', '.join(applied) or 'none'}"
-            f"{'; recorded, changed no file: ' + ', '.join(idle) if idle else ''})"
+            f"spec {min(unknown)!r} is not applied here ({listed}"
+            f"{'; ' + str(len(idle)) + ' recorded that changed no file' if idle else ''}); `fp4patch status` lists them"
         )
     return removing

@@ -41,6 +41,7 @@ class Sources:
         self.store = store
         self.inputs: dict[str, str | None] = {}
         self._parsed: dict[Path, tuple[bytes, libcst.Module]] = {}
+        self._seeded: dict[Path, tuple[bytes, libcst.Module, tuple[str, ...]]] = {}
 
     def note(self, path: Path, data: bytes | None) -> None:
         """Record in :attr:`inputs` that ``path`` was read as ``data`` (None: missing)."""
@@ -51,7 +52,9 @@ class Sources:
         self.inputs[name] = None if data is None else sha256(data)
 
     def load_module(self, path: Path) -> tuple[bytes, libcst.Module] | None:
-        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing.
+        """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing. The module is the
+        file without the set stamp fp4patch appends to the files it patched (:mod:`fp4patch.set_stamp`): what
+        the operations check and transform; the bytes are the file's as they are.
 
         Raises:
             DriftError: the file is not valid Python (the message names the line); nothing written.
@@ -67,14 +70,35 @@ class Sources:
         cached = self._parsed.get(path)
         if cached is not None and cached[0] == data:
             return cached  # libcst trees are immutable: one parse per file contents and command
+        from .set_stamp import strip
+
         try:
-            loaded = data, cst.parse_module(data)
+            loaded = data, cst.parse_module(strip(data))
         except cst.ParserSyntaxError as exc:
             raise DriftError(f"{path}:{exc.raw_line}: not valid Python ({exc.message}); reinstall the distribution — nothing written") from None
         except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
             raise DriftError(f"{path}: not valid Python source ({exc}); reinstall the distribution — nothing written") from None
         self._parsed[path] = loaded
         return loaded
+
+    def seed(self, path: Path, data: bytes, module: libcst.Module, appended: tuple[str, ...] = ()) -> None:
+        """Take ``module`` as the tree the reports check for ``path`` holding ``data`` (``apply`` made both: the tree
+        its operations left, the bytes it wrote, stamp included), ``appended`` the op blocks it added at the end as
+        text (:func:`fp4patch.plan.appended_text`), which the tree lacks: a later :meth:`load_for_check` of those
+        bytes needs no parse. A plan never takes a seeded tree."""
+        self._seeded[path] = (data, module, appended)
+
+    def load_for_check(self, path: Path) -> tuple[bytes, libcst.Module, tuple[str, ...]] | None:
+        """:meth:`load_module` for the reports, with the blocks appended as text that the tree lacks (``()`` for a
+        parsed file): the seeded tree of ``path`` when the file holds the bytes seeded."""
+        seeded = self._seeded.get(path)
+        if seeded is not None:
+            data = read_bytes(path) if path.is_file() else None
+            if data == seeded[0]:
+                self.note(path, data)
+                return seeded
+        loaded = self.load_module(path)
+        return None if loaded is None else (*loaded, ())
 
     def released_bytes(self, relative: str) -> bytes | None:
         """The released bytes of a site-packages file (``relative``, POSIX): fp4patch's backup when

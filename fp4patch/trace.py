@@ -60,11 +60,38 @@ def _run_script(
         raise EnvironmentProblem(f"{env.python}: {last}; `{label}` needs torch.compile")
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        if done.returncode == 2 and _missing_module(last):
+            # an environment made for the static commands only (make demo's .demo/target: flashinfer with --no-deps)
+            raise EnvironmentProblem(
+                f"{env.python}: {what} could not run ({last}); `{label}` compiles on CPU in that interpreter, which needs torch "
+                f"(the CPU build is enough) and FlashInfer's import-time dependencies: `{install_line(env.python)}`"
+            )
         raise EnvironmentProblem(f"{env.python}: {what} could not run ({last}); {needs}")
     try:
         return json.loads(done.stdout)
     except ValueError:
         raise EnvironmentProblem(f"{script}: {what} printed no JSON; run it by hand: {env.python} {script}") from None
+
+
+#: What a probe imports besides FlashInfer itself: torch and FlashInfer's import-time dependencies (its CUDA-only
+#: requirements are not imported on CPU). requirements-test.txt installs the same for the suite's trace tests.
+TRACE_REQUIREMENTS = ("torch", "apache-tvm-ffi<0.2", "numpy", "packaging", "nvidia-ml-py", "requests", "tqdm", "jsonschema", "pyyaml")
+#: PyTorch's index of CPU builds: a few hundred MB instead of the registry's CUDA build (several GB) on Linux.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def install_line(python: str) -> str:
+    """The one command that lets ``verify --trace`` and ``scan`` run in ``python`` (str, an interpreter path):
+    ``pip install`` of :data:`TRACE_REQUIREMENTS` there, torch's CPU build from :data:`TORCH_CPU_INDEX` (an
+    extra index: the rest comes from the usual one). Shell-quoted."""
+    import shlex
+
+    return shlex.join([python, "-m", "pip", "install", "--extra-index-url", TORCH_CPU_INDEX, *TRACE_REQUIREMENTS])
+
+
+def _missing_module(line: str) -> bool:
+    """Whether a probe's last line says torch or a module FlashInfer imports is not installed."""
+    return line.startswith(("cannot import torch:", "cannot import flashinfer: ModuleNotFoundError"))
 
 
 def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:

@@ -134,6 +134,7 @@ def record(
     request: Request,
     reports: list[dict[str, Any]],
     header: dict[str, Any],
+    status: dict[str, Any] | None = None,
 ) -> bool:
     """Record ``reports`` (``--json`` dicts, computed for ``request`` right now) as the verdict of
     ``dist`` (fp4patch's state in ``store``), keyed by ``inputs`` (every file those reports read:
@@ -145,18 +146,23 @@ def record(
     nothing; its pyc reads join ``inputs`` before they are written. Written atomically; a verdict
     with an unsatisfied spec, an interrupted operation, or a site-packages that refuses the write
     records nothing (it is only a cache). Returns True when a verdict is on disk afterwards.
+
+    ``status``: what a plain ``status`` prints, computed now with the same reads (``reports`` of every known spec,
+    the ``recorded`` spec ids of the manifest, whether the catalog ``listed`` the release): a plain ``apply`` records
+    it, so that ``status`` answers from the verdict too (:mod:`fp4patch.entry`).
     """
     if not reports or not all(accepted(r["state"], request.required) for r in reports) or interrupted():
         remove(dist.site_packages, dist.name)
         return False
     try:
-        return _write(dist, store, inputs, request, reports, header)
+        return _write(dist, store, inputs, request, reports, header, status)
     except (OSError, Fp4PatchError):
         return False
 
 
 def _write(
-    dist: InstalledDistribution, store: ManifestStore, inputs: dict[str, str | None], request: Request, reports: list[dict[str, Any]], header: dict[str, Any]
+    dist: InstalledDistribution, store: ManifestStore, inputs: dict[str, str | None], request: Request, reports: list[dict[str, Any]],
+    header: dict[str, Any], status: dict[str, Any] | None = None,
 ) -> bool:
     from .files import atomic_write, sha256
 
@@ -179,6 +185,8 @@ def _write(
         "header": header,
         "specs": reports,
     }
+    if status is not None:
+        data["status"] = status
     path = path_for(dist.site_packages, dist.name)
     encoded = (json.dumps(data, indent=1) + "\n").encode()  # key order kept: --json prints it back
     if path.is_file() and path.read_bytes() == encoded:
@@ -210,6 +218,8 @@ class Verdict:
     header: dict[str, Any]
     reports: list[dict[str, Any]]
     site_packages: Path
+    #: what a plain ``status`` prints (``reports``, ``recorded``, ``listed``), when a plain ``apply`` recorded it
+    status: dict[str, Any] | None = None
 
 
 def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
@@ -255,7 +265,7 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
                     continue
                 if any(_file_sha256(_locate(site_packages, name)) != sha for name, sha in data["files"].items()):
                     continue
-                return Verdict(data["header"], data["specs"], site_packages)
+                return Verdict(data["header"], data["specs"], site_packages, data.get("status"))
             except (OSError, ValueError, KeyError, TypeError, AttributeError, Fp4PatchError):
                 continue
     return None

@@ -22,6 +22,7 @@ Every scenario calls the patched ``fp4_quantize`` of module M (``flashinfer.fp4_
   freezing constant-folds: the op's eager body runs while Inductor compiles) and its input;
 * ``export_strict`` / ``export_nonstrict``: ``torch.export.export`` of that module, then its
   ``module()`` run twice;
+* ``saved``: strict and non-strict ``torch.export`` of that module saved as ``.pt2`` files under ``P["save"]``;
 * ``aoti``: AOTInductor (``aoti_compile_and_package``) of the exported module, loaded and run twice;
 * ``engine_op``: an engine's own custom op whose eager body calls ``fp4_quantize`` (SGLang and vLLM wrap
   FlashInfer in such ops): compiled with ``fullgraph=True`` and run twice, called while the flag is set,
@@ -255,6 +256,16 @@ def s_export_strict(r, strict=True):
 
 def s_export_nonstrict(r):
     s_export_strict(r, strict=False)
+
+
+def s_saved(r):
+    """Strict and non-strict torch.export of the block, saved under P["save"] (export_strict.pt2, export_nonstrict.pt2)
+    for another interpreter to load; the custom metadata of their fp4patch op nodes."""
+    for strict in (True, False):
+        ep = torch.export.export(Block(), (x,), strict=strict)
+        torch.export.save(ep, os.path.join(P["save"], f"export_{'strict' if strict else 'nonstrict'}.pt2"))
+        r["strict" if strict else "nonstrict"] = [n.meta.get("custom") for n in ep.graph.nodes if "fp4patch" in str(n.target)]
+    r["calls"] = 0
 
 
 def s_aoti(r):

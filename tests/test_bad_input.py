@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import SPECS_DIR, read_only, run_cli, snapshot
+from .conftest import SPECS_DIR, applied_site, read_only, run_cli, snapshot
 from .test_cli_real_wheel import own_spec
 
 CPP_EXT = "flashinfer/jit/cpp_ext.py"
@@ -553,3 +554,37 @@ def test_a_write_that_fails_midway_puts_every_file_back_and_says_so(site_060: Pa
         subprocess.run(["chattr", "-i", str(target)], check=True)
     assert "other file(s) of this operation" in line
     unchanged(site_060, before)
+
+
+@pytest.mark.parametrize(
+    ("command", "given"),
+    [
+        ("revert", "fp4-quantise-fullgraph"),
+        ("revert", "FP4-Quantize-Fullgraph"),
+        ("apply", "MM-FP4-FULLGRAPH"),
+        ("status", "FP4-Quantize-Fullgraph"),
+        ("diff", "MM-FP4-FULLGRAPH"),
+        ("verify", "FP4-Quantize-Fullgraph"),
+    ],
+)
+def test_a_misspelt_or_miscased_spec_is_unknown_with_a_suggestion_in_every_command(site_060: Path, command: str, given: str) -> None:
+    """`revert --spec` with a typo said "not applied here" where the other commands say "unknown spec ... did you
+    mean"; a spec in the wrong case got no suggestion anywhere. Same line in every command, nothing written."""
+    before = snapshot(site_060)
+    line = refused(run_cli(command, "--spec", given, *sp(site_060)), 2, f"unknown spec {given!r}", "did you mean", "fp4patch status")
+    meant = re.search(r"did you mean '([a-z0-9-]+)'", line)
+    assert meant and meant[1] == given.lower().replace("quantise", "quantize"), line
+    if given != given.lower():
+        assert "spec ids are lower case" in line, line
+    assert len(line) < 250, line  # no list of every known spec in a CI log line
+    unchanged(site_060, before)
+
+
+def test_diff_stat_on_a_patched_environment_says_it_is_patched(tmp_path_factory: pytest.TempPathFactory) -> None:
+    site = applied_site("0.6.0", tmp_path_factory)
+    for args in (("--stat",), ()):
+        done = run_cli("diff", *args, "--site-packages", str(site))
+        assert done.returncode == 0, done.stderr
+        said = done.stdout if args else done.stderr  # a plain diff keeps stdout an empty patch
+        assert "0 file(s)" not in said and "flashinfer-python 0.6.0 is patched" in said, said
+        assert args or done.stdout == ""

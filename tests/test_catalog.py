@@ -252,3 +252,31 @@ def test_against_with_an_unusable_download_cache_is_one_line_naming_the_variable
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("fp4patch: error: ") and "FP4PATCH_CACHE" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("output", [(), ("--format", "github"), ("--json",)])
+def test_against_a_version_never_released_says_so_before_any_download(tmp_path: Path, output: tuple[str, ...]) -> None:
+    """0.7.3 lies between 0.7.2.post1 and 0.7.4 in the catalog, which lists every registry release: it was never
+    published. The refusal says so and names the releases around it (not "cannot download ... check the network"),
+    without touching the registry (an empty download cache, no index reachable); with --format github it is an
+    ::error annotation too, as every other verify failure is."""
+    env = {"FP4PATCH_CACHE": str(tmp_path / "cache"), "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "1"}
+    done = run_cli("verify", "--against", "flashinfer-python==0.7.3", *output, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "0.7.3 was never released" in line and "0.7.2.post1 and 0.7.4" in line and "cannot download" not in line, line
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.whl"))
+    if output == ("--format", "github"):
+        (annotation,) = done.stdout.splitlines()
+        assert annotation.startswith("::error title=fp4patch verify failed::") and "0.7.3 was never released" in annotation
+    if output == ("--json",):
+        assert "never released" in json.loads(done.stdout)["error"]
+
+
+def test_against_a_download_failure_is_a_github_error_annotation(tmp_path: Path) -> None:
+    """A release newer than the catalog is looked up on the registry; when that fails, --format github prints the
+    failure as an ::error (a CI log shows the annotations), besides the one line on stderr."""
+    env = {"FP4PATCH_CACHE": str(tmp_path / "cache"), "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "1"}
+    done = run_cli("verify", "--against", "flashinfer-python==99.0.0", "--format", "github", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert [line.split("::")[1] for line in done.stdout.splitlines()] == ["error title=fp4patch verify failed"], done.stdout

@@ -26,12 +26,14 @@ AOTInductor scenarios passed on torch 2.13, where no real call runs under the fl
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 from pathlib import Path
 
 import pytest
 
 from .conftest import applied_site, release_site
-from .python_forkserver import child_json
+from .python_forkserver import child_json, run_python
 
 pytestmark = [
     pytest.mark.torch,
@@ -123,3 +125,50 @@ def test_a_torch_below_the_floor_leaves_the_wrapper_as_it_was(tmp_path_factory, 
     assert "Unsupported" in result["compiled"]["error"], result["compiled"]["error"]
     export = result["export_nonstrict"]
     assert not export["ok"] or not any(op.startswith(OP_PREFIX) for op in export.get("ops", [])), export
+
+
+
+LOAD = r"""
+import json, sys, torch
+if sys.argv[2] == "import-flashinfer":
+    import flashinfer  # noqa: F401
+try:
+    ep = torch.export.load(sys.argv[1])
+    out = {"loaded": True, "ops": sorted({str(n.target) for n in ep.graph.nodes if "fp4patch" in str(n.target)})}
+except Exception as exc:
+    out = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"}
+print("FP4PATCH-LOAD " + json.dumps(out))
+"""
+
+
+def load_program(site: Path, program: Path, mode: str) -> dict:
+    """``torch.export.load(program)`` in a fresh interpreter whose path has ``site``, after ``import flashinfer``
+    (``mode`` ``import-flashinfer``) or not (``bare``): ``{loaded, ops}`` or ``{loaded, error, log}`` (``log``: its
+    stderr, where torch's warnings go)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASHINFER_", "CUDA_"))}
+    done = run_python(["-c", LOAD, str(program), mode], env={**env, "PYTHONPATH": str(site)}, cwd=program.parent, timeout=600)
+    lines = [line[len("FP4PATCH-LOAD ") :] for line in done.stdout.splitlines() if line.startswith("FP4PATCH-LOAD ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return {**json.loads(lines[-1]), "log": done.stderr}
+
+
+def test_an_exported_program_names_the_import_its_loader_needs(tmp_path_factory, tmp_path: Path) -> None:
+    """A torch.export program holding fp4patch ops loads only where the patched FlashInfer was imported (its module
+    registers the op). Loaded elsewhere, torch fails with its generic "We ran into an error when deserializing the
+    saved file. Please check the warnings above": the warning above prints the op's node, which now carries the fix in
+    its metadata, for strict and non-strict export alike; with `import flashinfer` first the program loads."""
+    from fp4patch.custom_op import LOAD_HINT
+
+    version = "0.7.4"
+    site = applied_site(version, tmp_path_factory)
+    params = {"module": MODULE[version], "scenarios": ["saved"], "remove": [], "save": str(tmp_path)}
+    saved = child_json(site, CHILD, params, mark=MARK, timeout=900)["saved"]
+    assert saved["ok"], saved.get("tb")
+    for how in ("strict", "nonstrict"):
+        assert saved[how] and all(meta and meta.get("fp4patch") == LOAD_HINT for meta in saved[how]), (how, saved[how])
+        program = tmp_path / f"export_{how}.pt2"
+        bare = load_program(site, program, "bare")
+        assert not bare["loaded"] and "deserializing" in bare["error"], bare
+        assert f"torch.ops.{OP_PREFIX}" in bare["log"] and "import flashinfer (patched by fp4patch" in bare["log"], (how, bare["log"][-3000:])
+        imported = load_program(site, program, "import-flashinfer")
+        assert imported["loaded"] and imported["ops"] and all(op.startswith(f"{OP_PREFIX}") for op in imported["ops"]), imported

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import re
 import shutil
 import stat
 import subprocess
@@ -176,7 +177,7 @@ def test_verify_fails_while_stale_bytecode_would_run_and_apply_refreshes_it(site
         # the advised command acts on the environment verify was given (run as written, it works)
         assert f"run `fp4patch apply --python {python}` (rewrites it) or delete it" in verify.stderr
         if not extra:  # the log's last line gives the reason too, not "see above" about another stream
-            last = verify.stdout.splitlines()[-1]
+            last = re.sub(r"\n {4}(?=\S)", " ", verify.stdout).splitlines()[-1]  # a long line wraps at the log width
             assert last.startswith("verify: failed — ") and f"{pyc}: unchecked-hash bytecode" in last, verify.stdout
             assert "see above" not in verify.stdout
         if extra == ("--format", "github"):  # a CI run shows annotations: one must say why it failed
@@ -440,3 +441,144 @@ def test_a_recorded_verify_answer_is_not_used_under_another_pycache_prefix(site_
     verify = run_cli("verify", *BOTH, "--python", str(python_b), env=env)
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert f"{pyc}: unchecked-hash bytecode of {site_060 / FP4} compiled from other source" in verify.stderr
+
+
+@pytest.fixture(scope="module")
+def static_only_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv as `make demo` leaves .demo/target: flashinfer-python 0.6.0 (hard-linked) and nothing else, no torch."""
+    where = tmp_path_factory.mktemp("static") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = venv_site(where)
+    shutil.rmtree(site)
+    shutil.copytree(release_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link)
+    return where
+
+
+@pytest.mark.parametrize("command", [("verify", "--trace"), ("scan",)], ids=["verify-trace", "scan"])
+def test_trace_and_scan_without_torch_give_the_pip_line_that_makes_them_work(static_only_venv: Path, command: tuple[str, ...]) -> None:
+    """The README's demo target has no torch: `verify --trace` and `scan` there end in one line carrying the one
+    `pip install` of torch's CPU build and FlashInfer's import-time dependencies into that interpreter."""
+    import shlex
+
+    from fp4patch.trace import TORCH_CPU_INDEX, TRACE_REQUIREMENTS
+
+    python = str(static_only_venv / "bin" / "python")
+    done = run_cli(*command, "--python", python)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    line = one_line_error(done.stderr)
+    assert "cannot import torch" in line and f"`fp4patch {command[0]}" in line, line
+    pip_line = shlex.split(line.rsplit("`", 2)[-2])
+    assert pip_line[:4] == [python, "-m", "pip", "install"] and TORCH_CPU_INDEX in pip_line and pip_line[-len(TRACE_REQUIREMENTS):] == list(TRACE_REQUIREMENTS)
+
+
+def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
+    """fp4patch's advised requirements for a CPU trace are the ones requirements-test.txt gives the suite, whose
+    trace tests import the real 0.6.0 and 0.7.4 on CPU with them (besides torch)."""
+    from packaging.requirements import Requirement
+
+    from fp4patch.trace import TRACE_REQUIREMENTS
+
+    from .conftest import REPO
+
+    lines = (REPO / "requirements-test.txt").read_text().split("# flashinfer-python's import-time dependencies", 1)[1].splitlines()
+    listed = {Requirement(line).name for line in lines[1:] if line.strip() and not line.startswith("#")}
+    assert {Requirement(r).name for r in TRACE_REQUIREMENTS} == listed | {"torch"}
+    # the README gives the same line for the demo's target
+    from fp4patch.trace import install_line
+
+    assert f"$ {install_line('.demo/target/bin/python')}\n" in (REPO / "README.md").read_text()
+
+
+# ------------------------------------------------------------------ a root apply under umask 077, another user serving
+def _other_user_python() -> tuple[list[str], dict[str, str]] | None:
+    """``(argv prefix, env)`` that runs this Python's torch and fp4patch as the user ``nobody`` (uid 65534): this
+    interpreter if nobody may run it, else a system interpreter of the same version with this one's import paths
+    (a pyenv under /root is not readable by other users); None when there is none, or this is not root."""
+    import pwd
+
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwuid(65534)
+    except KeyError:
+        return None
+    paths = [p for p in sys.path if p and Path(p).is_dir() and (Path(p, "torch").is_dir() or Path(p, "typer").is_dir())]
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([repo, *paths]), "NO_COLOR": "1", "COLUMNS": "200"}
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")):
+        if not candidate:
+            continue
+        try:
+            probe = subprocess.run([candidate, "-c", "import torch, fp4patch, typer"], env=env, user=65534, group=65534,
+                                   capture_output=True, check=False)
+        except OSError:  # nobody may not run it
+            continue
+        if probe.returncode == 0:
+            return [candidate], env
+    return None
+
+
+@TORCH_SKIP
+def test_a_root_apply_under_umask_077_serves_another_user(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An image built as root under `umask 077`, run as another user: after apply the bytecode of every patched file
+    went from 644 to 600 (and stayed 600 after revert), `.fp4patch/` and its folders were 700, and the serving
+    user's `status`/`verify` ended in a PermissionError traceback. Now what fp4patch writes beside FlashInfer takes
+    the modes of what it replaces (bytecode: the source's) and site-packages' (its folders), and that user's
+    status, verify, import and compile work; a state they cannot read is one line, exit 3."""
+    import tempfile
+
+    other = _other_user_python()
+    if other is None:
+        pytest.skip("needs root, a `nobody` user and an interpreter nobody may run with this one's torch")
+    prefix, env = other
+    base = Path(tempfile.mkdtemp(prefix="fp4patch-umask-", dir="/tmp"))  # pytest's tmp_path is private to root
+    try:
+        base.chmod(0o755)
+        site = base / "site-packages"
+        shutil.copytree(release_site("0.6.0", tmp_path_factory, bytecode=True), site, symlinks=True, copy_function=os.link)
+        home = base / "home"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        sources = [FP4, CPP_EXT]
+        assert all((site / s).stat().st_mode & 0o777 == 0o644 for s in sources)
+
+        def as_root(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "fp4patch", *args, "--site-packages", str(site)], cwd=base,
+                                  env={**os.environ, "NO_COLOR": "1"}, preexec_fn=lambda: os.umask(0o077),
+                                  capture_output=True, text=True, check=False)
+
+        def as_other(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([*prefix, *args], cwd=base, env={**env, "HOME": str(home)}, user=65534, group=65534,
+                                  capture_output=True, text=True, check=False)
+
+        def pyc_modes() -> set[int]:
+            return {p.stat().st_mode & 0o777 for s in sources for p in (site / s).parent.glob(f"__pycache__/{Path(s).stem}.*.pyc")}
+
+        assert as_root("apply").returncode == 0
+        assert pyc_modes() == {0o644}, pyc_modes()
+        state = site / STATE
+        assert {p.stat().st_mode & 0o777 for p in [state, *state.rglob("*")] if p.is_dir()} == {0o755}
+        assert {p.stat().st_mode & 0o777 for p in state.rglob("*") if p.is_file()} == {0o644}
+        for command in (("status",), ("verify",)):
+            done = as_other("-m", "fp4patch", *command, "--site-packages", str(site))
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        imported = as_other("-c", f"import sys; sys.path.insert(0, {str(site)!r}); import flashinfer.fp4_quantization as m; "
+                                  "print(m._fp4patch_fp4_quantize_available)")
+        assert imported.returncode == 0 and imported.stdout.split()[-1] == "True", imported.stderr[-3000:]
+        compiled = as_other("-m", "fp4patch", "scan", "--json", "--function", "fp4_quantize", "--site-packages", str(site))
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
+        scanned = {r["name"]: r["status"] for r in json.loads(compiled.stdout)["functions"]}
+        assert scanned["fp4_quantize"] == "compiles", compiled.stdout[-3000:]
+        # a state this user cannot read (an older fp4patch's 700 folders): one line, exit 3, the chmod that shares it
+        (state / "flashinfer-python").chmod(0o700)
+        for command in ("status", "verify"):
+            done = as_other("-m", "fp4patch", command, "--site-packages", str(site))
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            assert done.returncode == 3 and len(lines) == 1 and f"chmod -R a+rX {state}" in lines[0], done.stderr[-3000:]
+        (state / "flashinfer-python").chmod(0o755)
+        assert as_root("revert").returncode == 0
+        assert pyc_modes() == {0o644}, pyc_modes()
+        assert as_other("-m", "fp4patch", "status", "--site-packages", str(site)).returncode == 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -203,11 +203,22 @@ def test_github_workflow_steps_run(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------- Makefile
+#: The variables the Makefile reads that a README invocation may set (``make test TORCH_INDEX_URL=...``,
+#: ``make test TEST_JOBS=0``, ``make demo FLASHINFER_VERSION=0.7.4``): make exports them to the suite, and a
+#: command-line one reaches every make run below through MAKEFLAGS.
+MAKE_VARIABLES = ("PYTHON", "VENV", "FLASHINFER_VERSION", "TORCH_SPEC", "TORCH_INDEX_URL", "TEST_JOBS", "ROUNDS", "JOBS")
+#: What a parent make hands its children: the command-line variables and options of the invocation.
+MAKE_INHERITED = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "GNUMAKEFLAGS", "MAKEFILES")
+
+
 def make_dry_run(*args: str) -> list[str]:
-    """The commands ``make -n ARGS`` would run in this checkout (nothing is run)."""
+    """The commands ``make -n ARGS`` would run in this checkout (nothing is run), with the Makefile's
+    defaults for every variable ``ARGS`` does not set: the suite may itself run under ``make test
+    TORCH_INDEX_URL=...`` (the README's command), whose variables must not leak into the make run here."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    done = subprocess.run(["make", "-n", *args], capture_output=True, text=True, cwd=REPO, check=False)
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES and k not in MAKE_INHERITED}
+    done = subprocess.run(["make", "-n", *args], capture_output=True, text=True, cwd=REPO, env=env, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -228,6 +239,28 @@ def test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path
     assert len(default) == len(chosen) and not any("--index-url" in line for line in default), default
     (default_torch,) = [line for line in default if "'torch==" in line]
     assert default_torch.replace("'torch==2.13.0'", f"--index-url {index} 'torch==2.13.0+cpu'") == torch_lines[0]
+
+
+@pytest.mark.parametrize(
+    "invocation",
+    [
+        {"TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"},
+        {"TEST_JOBS": "0"},
+        {"TORCH_SPEC": "torch==2.13.0+cpu", "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"},
+    ],
+    ids=["torch-index-url", "test-jobs-0", "torch-spec"],
+)
+def test_the_make_recipe_tests_pass_under_every_readme_invocation(
+    invocation: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make test TORCH_INDEX_URL=...` (README, development.md) runs the suite with the variable exported and in
+    # MAKEFLAGS, which a child make reads; the recipe tests must see the Makefile's own defaults all the same
+    for name, value in invocation.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MAKEFLAGS", " ".join(f"{k}={v}" for k, v in invocation.items()))
+    monkeypatch.setenv("MAKELEVEL", "1")
+    test_make_test_takes_the_torch_requirement_and_index_from_variables(tmp_path)
+    test_make_test_runs_the_suite_in_parallel_workers(tmp_path)
 
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:

@@ -559,7 +559,8 @@ def test_status_names_an_interrupted_apply(site_060: Path, patched_060) -> None:
     """After an apply killed in its write phase, status says so (text and --json), as verify does."""
     _killed("apply", "file:1", site_060)
     text = run_cli("status", *sp(site_060))
-    assert text.returncode == 0 and "interrupted: an fp4patch apply of" in text.stdout and "was interrupted" in text.stdout
+    said = " ".join(text.stdout.split())  # long lines wrap at the log width
+    assert text.returncode == 0 and "interrupted: an fp4patch apply of" in said and "was interrupted" in said
     payload = json.loads(run_cli("status", "--json", *sp(site_060)).stdout)
     assert "was interrupted" in payload["interrupted"] and str(site_060 / JOURNAL) in payload["interrupted"]
     _recover("apply", site_060)
@@ -586,3 +587,82 @@ def test_ctrl_c_during_apply_says_what_state_the_files_are_in(site_060: Path, po
         assert not (site_060 / JOURNAL).exists()
     else:
         assert snapshot(site_060) == before
+
+
+@pytest.mark.parametrize("point, said, written", [
+    ("plan:1", "before `fp4patch apply` wrote anything; no file changed", False),
+    ("file:1", "had written every file of its journal first, so the operation is complete", True),
+    ("tmp:1", "had written every file of its journal first, so the operation is complete", True),
+])
+def test_sigterm_during_apply_is_handled_as_ctrl_c_is(site_060: Path, point: str, said: str, written: bool) -> None:
+    """SIGTERM (docker build cancelled, a CI timeout) ended apply with exit 143, no message, and left the journal and
+    a *.fp4patch-tmp file until the next apply. Now: before the write phase it stops at once, nothing written; during
+    it (a file written, a temporary file not yet renamed) it is held until the journal is carried out. One line says
+    which, exit 143, and no journal, temporary file or lock is left."""
+    before = snapshot(site_060)
+    done = run_cli("apply", *BOTH, *sp(site_060), env={"FP4PATCH_FAULT": f"{point}:sigterm"})
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 143 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("fp4patch: terminated (SIGTERM)") and said in lines[0], done.stderr
+    assert not (site_060 / JOURNAL).exists() and not list(site_060.rglob("*.fp4patch-tmp")) and not (site_060 / LOCK).exists()
+    if written:
+        assert run_cli("verify", *BOTH, *sp(site_060)).returncode == 0
+    else:
+        assert snapshot(site_060) == before
+
+
+def test_sigterm_from_outside_at_any_moment_leaves_no_journal(site_060: Path, patched_060) -> None:
+    """A real SIGTERM sent by another process while apply runs (whenever it lands: while Python starts, before the
+    write phase or during it) ends it with exit 143 (or 0 if it had finished) and one line, and never leaves a journal
+    or a temporary file: the target files are all original or all patched."""
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    for delay in (0.6, 1.5, 3.0, 5.0):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fp4patch", "apply", *BOTH, *sp(site_060)], env=env, cwd=REPO, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=600)
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        # -15: it landed while the interpreter started, before any fp4patch code ran (nothing can be said then)
+        assert proc.returncode in (0, 143, -signal.SIGTERM), (delay, proc.returncode, stderr)
+        if proc.returncode == 143:
+            assert len(lines) == 1 and lines[0].startswith("fp4patch: terminated (SIGTERM)"), stderr
+        elif proc.returncode < 0:
+            assert not lines and targets(site_060) == patched_060["original"], stderr
+        assert not (site_060 / JOURNAL).exists() and not list(site_060.rglob("*.fp4patch-tmp")), (delay, stderr)
+        assert targets(site_060) in (patched_060["original"], patched_060["patched"]), (delay, stderr)
+        run_cli("revert", *sp(site_060), check=True)
+
+
+def test_a_read_only_site_packages_is_refused_before_any_file_is_parsed(site_060: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """apply on a read-only site-packages took 21 s to refuse: it planned every file first. fp4patch's record (none
+    here) shows that writes are needed, so the refusal comes before libcst parses anything; the files are untouched."""
+    import libcst
+
+    from fp4patch.engine import Engine, select_specs
+    from fp4patch.errors import FileSystemError
+    from fp4patch.spec import load_specs
+
+    specs = [s for s in load_specs() if s.distribution == "flashinfer-python"]
+    engine = Engine(_dist(site_060), specs, notify=lambda m: None)
+    parsed: list[str] = []
+
+    def no_parse(*args, **kwargs):
+        parsed.append("parse")
+        raise AssertionError("a file was parsed before the refusal")
+
+    files = snapshot(site_060)
+    with read_only(site_060):
+        monkeypatch.setattr(libcst, "parse_module", no_parse)
+        with pytest.raises(FileSystemError) as refused:
+            engine.apply(select_specs(specs, None))
+    assert not parsed and "not writable" in str(refused.value)
+    assert snapshot(site_060) == files
+
+
+def _dist(site: Path):
+    from fp4patch.environment import find_distribution
+
+    return find_distribution(from_site_packages(site), "flashinfer-python")

@@ -312,3 +312,32 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path_factory, command:
     code = process.wait(timeout=120)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert code in (0, 1), (code, stderr)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("status",), ("status", "--json"), ("diff",), ("diff", "--stat"), ("diff", "--json"), ("apply",), ("apply", "--json"), ("apply", "-q")],
+    ids=" ".join,
+)
+def test_apply_status_and_diff_on_a_patched_environment_answer_from_the_verdict(tmp_path_factory, command: tuple[str, ...]) -> None:
+    """On an already patched environment `apply` took 10-54 s, `status` 22-38 s and `diff` 36 s to say that nothing is to
+    be done, while `verify` answered from the recorded verdict in 0.2 s. They now answer from it as verify does: the same
+    output as the full command, without typer, pydantic or libcst (make bench measures the times). Neither writes."""
+    site = applied_site("0.7.4", tmp_path_factory)  # shared: the full apply here has nothing to write (checked)
+    before = snapshot(site)
+    fast, names = imported(*command, *sp(site))
+    fast.stderr = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    full = run_cli(*command, *sp(site), env=NO_VERDICT)
+    assert_same(fast, full)
+    assert not HEAVY & names, HEAVY & names
+    assert snapshot(site) == before  # a full apply that has nothing to write writes nothing either
+
+
+def test_status_answers_from_the_verdict_of_a_plain_apply_only(linked_site) -> None:
+    """An apply with --spec records the verdict of that selection and no status view: status then checks the files."""
+    site = linked_site("0.6.0")
+    run_cli("apply", "--spec", "cuda-version-from-torch", *sp(site), check=True)
+    _, names = imported("status", *sp(site))
+    assert "libcst" in names
+    _, names = imported("apply", "--spec", "cuda-version-from-torch", *sp(site))
+    assert not HEAVY & names

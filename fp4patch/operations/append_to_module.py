@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-import libcst.matchers as m
 
 from .base import OpCheck, Operation, OpState, is_docstring, parse_statements, statement_key
 
-_IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
+
+def _is_import_line(statement: cst.BaseStatement) -> bool:
+    """``import x`` or ``from x import y`` alone on its line."""
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
 
 
 def block_index(code: str) -> tuple[tuple[str, ...], tuple[str, str]]:
@@ -92,7 +94,7 @@ class AppendToModule(Operation):
         for i, statement in enumerate(module.body):
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 break
-            if m.matches(statement, _IMPORT_LINE):
+            if _is_import_line(statement):
                 index = i + 1
         return index
 

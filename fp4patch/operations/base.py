@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Iterator, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 
@@ -87,11 +86,13 @@ def expression_key(expression: cst.BaseExpression) -> str:
 
 def is_docstring(statement: cst.BaseStatement) -> bool:
     """True for a statement that is a bare string literal (a docstring)."""
-    return m.matches(
-        statement,
-        m.SimpleStatementLine(
-            body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())]
-        ),
+    # isinstance, not libcst.matchers: importing the matchers builds a dataclass per node type (about 0.5 CPU-second a
+    # command on a loaded machine)
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
 
 
@@ -141,6 +142,10 @@ class _CalleeCollector(cst.CSTVisitor):
                 self.names.add(".".join(parts[i:]))
 
 
+#: the calls found in a node, by node identity (the node kept with them, so an id is never reused)
+_CALLED: dict[int, tuple[cst.CSTNode, frozenset[str]]] = {}
+
+
 def called_names(node: cst.CSTNode, import_aliases: dict[str, str]) -> set[str]:
     """Names called inside ``node``, each also under its imported qualified name.
 
@@ -148,10 +153,14 @@ def called_names(node: cst.CSTNode, import_aliases: dict[str, str]) -> set[str]:
     for ``import subprocess as sp``), so an anchor ``subprocess.check_output`` matches
     ``sp.check_output(...)``.
     """
-    collector = _CalleeCollector()
-    node.visit(collector)
-    names = set(collector.names)
-    for name in collector.names:
+    cached = _CALLED.get(id(node))
+    if cached is None or cached[0] is not node:  # one walk per node: a transform keeps the nodes it leaves alone
+        collector = _CalleeCollector()
+        node.visit(collector)
+        cached = _CALLED[id(node)] = (node, frozenset(collector.names))
+    names = set(cached[1])
+    collector_names = cached[1]
+    for name in collector_names:
         head, _, rest = name.partition(".")
         if head in import_aliases:
             full = import_aliases[head] + ("." + rest if rest else "")
@@ -359,13 +368,40 @@ class Operation:
                     return f"call to {name} missing from {self.function}()"
         return ""
 
+    def checked(self, module: cst.Module) -> OpCheck:
+        """:meth:`check`, computed once for the last ``module`` given (trees are immutable: the report of a file
+        and the first operation planned on it check the same tree)."""
+        last = self.__dict__.get("_last_check")
+        if last is None or last[0] is not module:
+            last = self.__dict__["_last_check"] = (module, self.check(module))
+        return last[1]
+
     def apply(self, module: cst.Module) -> cst.Module:
         """Return ``module`` with the edit made; unchanged when already applied or drifted."""
-        if self.check(module).state is not OpState.APPLICABLE:
+        if self.checked(module).state is not OpState.APPLICABLE:
             return module
         return module.visit(self.transformer())
 
 
+def find_all(node: cst.CSTNode, kind: type) -> list:
+    """Every node of type ``kind`` in ``node``'s tree (``node`` itself included), in visiting order: what
+    ``libcst.matchers.findall`` gives for a plain type, without importing the matchers."""
+
+    class _Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list = []
+
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if isinstance(visited, kind):
+                self.found.append(visited)
+            return True
+
+    finder = _Finder()
+    node.visit(finder)
+    return finder.found
+
+
 def iter_function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
     """Every function definition in ``module`` (any depth)."""
-    yield from m.findall(module, m.FunctionDef())  # type: ignore[misc]
+    yield from find_all(module, cst.FunctionDef)

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
-from .base import OpCheck, OpState, Operation, find_functions, import_aliases
+from .base import OpCheck, OpState, Operation, find_all, find_functions, import_aliases
 
 
 def _arguments(text: str) -> list[cst.Arg]:
@@ -61,7 +60,7 @@ class RewriteCallArguments(Operation):
         aliases = import_aliases(module)
         found = []
         for scope in scopes:
-            for call in m.findall(scope, m.Call()):
+            for call in find_all(scope, cst.Call):
                 assert isinstance(call, cst.Call)
                 if self.matches_callee(call, aliases):
                     found.append(call)
@@ -90,7 +89,7 @@ class RewriteCallArguments(Operation):
         return _RewriteTransformer(self)
 
     def apply(self, module: cst.Module) -> cst.Module:
-        if self.check(module).state is not OpState.APPLICABLE:
+        if self.checked(module).state is not OpState.APPLICABLE:
             return module
         return module.visit(_RewriteTransformer(self, import_aliases(module)))
 

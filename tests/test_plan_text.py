@@ -1,0 +1,80 @@
+"""A rendered op block appended at the end of a file is added as its text (fp4patch.plan.appended_text), not parsed
+and printed again by libcst (half of a first apply's time on 0.7.4): the bytes must be exactly the tree's."""
+
+from __future__ import annotations
+
+import pytest
+
+from fp4patch import plan as plan_module
+from fp4patch.engine import Engine, select_specs
+from fp4patch.environment import find_distribution, from_site_packages
+from fp4patch.spec import load_specs
+
+from .conftest import release_site
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
+def test_blocks_appended_as_text_are_the_bytes_libcst_prints(tmp_path_factory, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    site = release_site(version, tmp_path_factory, sources_only=True)
+    specs = [s for s in load_specs() if s.distribution == "flashinfer-python"]
+
+    def planned() -> dict[str, bytes]:
+        engine = Engine(find_distribution(from_site_packages(site), "flashinfer-python"), specs, notify=lambda m: None)
+        return {relative: p.patched for relative, p in engine.plan(select_specs(specs, None)).items()}
+
+    as_text = planned()
+    monkeypatch.setattr(plan_module, "_appends_as_text", lambda module: False)
+    as_tree = planned()
+    assert as_text.keys() == as_tree.keys() and len(as_text) >= 6
+    assert [r for r in as_text if as_text[r] != as_tree[r]] == []
+
+
+BLOCKS = [
+    "x = 1\n",
+    (
+        "# fp4patch: a comment above\n# and another\n\nimport sys\n\n\ndef g(a,  b = 2):\n    if a:\n        return (\n            b\n        )\n"
+        '    return """two\nlines"""\n'
+    ),
+    "@decorator\nclass C:\n    x: int = 1\n\n    def f(self):  # trailing comment\n        pass\n",
+]
+
+
+@pytest.mark.parametrize("code", BLOCKS)
+def test_a_block_as_text_is_what_the_tree_prints(code: str) -> None:
+    import libcst as cst
+
+    from fp4patch.operations.append_to_module import AppendToModule
+
+    module = cst.parse_module("import os\n\n\ndef f():\n    return os.sep\n")
+    op = AppendToModule(code=code, position="end")
+    assert plan_module._appends_as_text(module)
+    assert module.code + "\n\n" + plan_module.appended_text(op) == op.apply(module).code
+
+
+def test_a_block_that_libcst_would_print_otherwise_goes_through_the_tree() -> None:
+    """A CRLF or tab-indented file, a footer after the last statement; a block with other indents or a trailing comment."""
+    import libcst as cst
+
+    from fp4patch.operations.append_to_module import AppendToModule
+
+    assert plan_module._appends_as_text(cst.parse_module("def f():\n    pass\n"))
+    assert not plan_module._appends_as_text(cst.parse_module("def f():\r\n    pass\r\n"))
+    assert not plan_module._appends_as_text(cst.parse_module("def f():\n\tpass\n"))
+    assert not plan_module._appends_as_text(cst.parse_module("def f():\n    pass\n# the end\n"))
+    assert plan_module.appended_text(AppendToModule(code="def g():\n  return 1\n", position="end")) is None
+    assert plan_module.appended_text(AppendToModule(code="def g():\n    return 1\n# trailing\n", position="end")) is None
+    assert plan_module.appended_text(AppendToModule(code="import os\n", position="after-imports")) is None
+
+
+def test_a_file_with_a_byte_order_mark_gets_one_mark(tmp_path) -> None:
+    """libcst reads a UTF-8 file with a BOM as utf-8-sig: the blocks appended as text carry no second mark."""
+    import libcst as cst
+
+    from fp4patch.operations.append_to_module import AppendToModule
+
+    data = b"\xef\xbb\xbfimport os\n"
+    module = cst.parse_module(data)
+    op = AppendToModule(code="def g():\n    return 1\n", position="end")
+    text = plan_module.appended_text(op)
+    encoding = "utf-8" if module.encoding == "utf-8-sig" else module.encoding
+    assert module.bytes + ("\n\n" + text).encode(encoding) == op.apply(module).bytes
