@@ -217,6 +217,7 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             fake = getattr(module, f"_fp4patch_{function}_entry", None)
             if not fake:  # None: not patched; False: this torch cannot register the op
                 raise CaseError(f"{module.__name__} holds no _fp4patch_{function}_entry: run fp4patch apply first (or its op could not be registered)")
+        fake = carried_at_defaults(fake, fn, request["params"])
         stubs = grid.stubs(oracle, recorder, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
         shape_env = None
         if getattr(grid, "DYNAMIC_OUTPUT_SIZES", False):  # a fake gives a data-dependent size (get_ctx().new_dynamic_size())
@@ -243,6 +244,22 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             elif r["status"] == "failed":
                 summary["failures"].append({"case": r["name"], "real": r["real"], "fake": r["fake"]})
     return summary, records
+
+
+def carried_at_defaults(fake, fn, params):
+    """``fake``, or, when the wrapper ``fn`` takes parameters beyond ``params`` (a target carried to a release
+    that added them: ``fp4patch.evidence.carried_target``, whose op does not take them), ``fake`` called without
+    those that hold the wrapper's default (a grid built from ``params`` never passes them); a call with
+    another value reaches ``fake`` with it (and fails there: the carried op is checked at the default only)."""
+    signature = inspect.signature(fn).parameters
+    extra = {name: p.default for name, p in signature.items() if name not in params and p.default is not inspect.Parameter.empty}
+    if not extra:
+        return fake
+
+    def call(**kwargs):
+        return fake(**{k: v for k, v in kwargs.items() if not (k in extra and v is extra[k])})
+
+    return call
 
 
 def passed(summary):
