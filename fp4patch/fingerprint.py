@@ -13,7 +13,8 @@ constant changes it.
 A piece is named as in a spec's ``mirrors``: ``qualname`` for a definition in the target's own
 file (a dotted path through classes and functions, any nesting: ``get_fp4_quantization_module.fp4_quantize_sm100``;
 a module-level assignment by its name: ``_UNSET``), or ``path.py:qualname`` for one in another file
-(relative to site-packages: ``flashinfer/utils.py:round_up``).
+(relative to site-packages: ``flashinfer/utils.py:round_up``), or ``path.cu:Class.method[names]`` for C++
+launcher code the fake mirrors (read as tokens, comments and whitespace gone: :mod:`fp4patch.native`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .native import is_native, piece_text
 
 #: The value of a piece that the installed code does not define (a file or a name missing).
 MISSING = "missing"
@@ -147,11 +150,24 @@ class ModuleReader:
         return self._trees[relative]
 
     def piece(self, piece: str, default_file: str) -> str:
-        """The digest of one piece's canonical code, or :data:`MISSING`."""
-        nodes = self.definitions(*split_piece(piece, default_file))
+        """The digest of one piece's canonical code, or :data:`MISSING` (a C++ piece: of its normalised
+        tokens, :func:`fp4patch.native.piece_text`)."""
+        file, qualname = split_piece(piece, default_file)
+        if is_native(file):
+            text = self.native_text(file, qualname)
+            return MISSING if text is None else _digest(text)
+        nodes = self.definitions(file, qualname)
         if not nodes:
             return MISSING
         return _digest("\n".join(canonical(_without_docstrings(n)) for n in nodes))
+
+    def native_text(self, file: str, qualname: str) -> str | None:
+        """The normalised C++ code piece ``qualname`` of ``file`` names (:func:`fp4patch.native.piece_text`), or
+        None when the file is missing or does not define it."""
+        data = self.read(file)
+        if data is None:
+            return None
+        return piece_text(data.decode("utf-8", errors="replace"), qualname)
 
     def definitions(self, file: str, qualname: str) -> list[ast.stmt]:
         """The definitions ``qualname`` names as module ``file`` sees it: defined there, or bound
@@ -232,6 +248,19 @@ class Fingerprint:
         """Names of the pieces whose digest differs from ``other``'s (or that only one of them has)."""
         names = list(dict.fromkeys([*self.pieces, *other]))
         return [n for n in names if self.pieces.get(n) != other.get(n)]
+
+
+def native_files(specs) -> set[str]:
+    """The site-packages-relative C++ files the ``mirrors`` of ``specs`` name (what an unpacked release must keep
+    besides its Python sources for their fingerprints: :func:`fp4patch.releases.unpack`)."""
+    return {
+        split_piece(name, "")[0]
+        for spec in specs
+        for target in spec.targets
+        for _, kwargs in target.operation_specs
+        for name in kwargs.get("mirrors", ())
+        if is_native(split_piece(name, "")[0])
+    }
 
 
 def target_pieces(target) -> list[str]:
@@ -318,7 +347,11 @@ def signature_changes(installed: list[list[str]], verified: list[list[str]], fun
 def source_segment(reader: ModuleReader, piece: str, default_file: str) -> tuple[str, str]:
     """``(file, source text)`` of a piece as its file has it (decorators included, imports followed),
     for a hunk; the text is "" when the piece is missing."""
-    where, nodes = reader.locate(*split_piece(piece, default_file))
+    file, qualname = split_piece(piece, default_file)
+    if is_native(file):
+        text = reader.native_text(file, qualname)
+        return file, "" if text is None else text + "\n"
+    where, nodes = reader.locate(file, qualname)
     data = reader.read(where)
     if data is None or not nodes:
         return where, ""
