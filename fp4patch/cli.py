@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, Fp4PatchError, UsageError
-from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, trace_lines, use_color
+from .render import JSON_SCHEMA_VERSION, err, out, output_conflict, paint, reports_lines, scan_lines, skipped_lines, trace_lines, use_color
 
 def _plain_flags(params: list) -> list:
     """``params`` with every flag shown bare in help (typer >= 0.25 shows ``--json <bool>``,
@@ -76,8 +76,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-PythonOpt = Annotated[Optional[str], typer.Option("--python", metavar="<path>", help="Interpreter of the target environment (e.g. /opt/venv/bin/python).")]
-SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory.")]
+PythonOpt = Annotated[
+    Optional[str],
+    typer.Option("--python", metavar="<path>", help="Interpreter of the target environment (e.g. /opt/venv/bin/python); with --site-packages, the interpreter (with torch) that runs the checks on that directory."),
+]
+SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory (with --python: checked with that interpreter).")]
 SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to select (repeatable); default: specs marked default.")]
 StatusSpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to show (repeatable); default: every known spec.")]
 RevertSpecOpt = Annotated[
@@ -176,8 +179,6 @@ def _context(
     from .engine import Engine
     from .environment import find_distribution
 
-    if python and site_packages:
-        raise UsageError("give --python or --site-packages, not both")
     specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs, skip)
     env = env or _environment(python, site_packages)
     dist = find_distribution(env, distribution)
@@ -360,7 +361,8 @@ def apply(
                 **_header(engine),
                 "specs": [s.id for s in selected],
                 "written": [p.relative for p in written],
-                "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
+                "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out]
+                + [{"id": r.spec.id, "state": r.state, "detail": "--skip"} for r in (engine.report(s) for s in engine.specs if s.id in (skip or ()))],
                 "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
             }, indent=2))
             return EXIT_OK
@@ -376,6 +378,8 @@ def apply(
             out.print(f"{h['distribution']} {h['version']}: applied {', '.join(ids)}{declared}; backups in {engine.store.root}", markup=False)
         for r in left_out:
             out.print(f"left out {r['id']}: unsupported on {h['version']}: {r['detail']} (`--strict` makes this an error)", markup=False)
+        for line in skipped_lines(skip):
+            out.print(line, markup=False)
         from .render import inherited_lines
 
         for line in inherited_lines(h["version"], reports):
@@ -501,11 +505,16 @@ def verify(
             err.print(f"fp4patch: {interrupted}", markup=False)
             ok = False
         cases = functions = None
+        trace_note = ""
         if trace:
+            from .cpu_check import TRACED_SPEC
             from .trace import entries_for_specs, run_probe, run_scan
 
-            cases = run_probe(env, where if site_packages else None)
-            ok = ok and bool(cases) and all(c.get("passed") for c in cases)
+            if TRACED_SPEC in (skip or ()):  # the probe's cases are fp4_quantize's: they go with its spec
+                trace_note = f"the trace probe's fp4_quantize cases are {TRACED_SPEC}'s, left out with --skip {TRACED_SPEC}"
+            else:
+                cases = run_probe(env, where if site_packages else None)
+                ok = ok and bool(cases) and all(c.get("passed") for c in cases)
             # every function whose fullgraph spec is applied: the scan's call must compile as one graph
             names = entries_for_specs({r["id"] for r in reports if r["state"] == "applied"})
             if names:
@@ -522,7 +531,7 @@ def verify(
         output = "json" if as_json else "github" if github else "table"
         verify_output(
             header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
-            apply_options=[*env.options, *_specs_options(specs_dir)],
+            apply_options=[*env.options, *_specs_options(specs_dir)], left_out=skipped_lines(skip), trace_note=trace_note,
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
@@ -536,6 +545,7 @@ def scan(
     as_json: JsonOpt = False,
     only: Annotated[Optional[list[str]], typer.Option("--function", help="Scan only this entry (repeatable), e.g. mm_fp4[auto].")] = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
 ) -> None:
     """Try each FP4/FP8 quantization, GEMM and MoE function under torch.compile(fullgraph=True) on CPU.
 
@@ -550,10 +560,13 @@ def scan(
     def body() -> int:
         from .environment import find_distribution
         from .render import is_terminal, scan_lines, scan_summary, scan_table
-        from .trace import declare_not_needed, run_scan, scan_entries
+        from .trace import declare_not_needed, leave_out, run_scan, scan_entries
 
-        if python and site_packages:
-            raise UsageError("give --python or --site-packages, not both")
+        if skip:  # an unknown id is the same usage error as in apply and verify
+            from .selection import select_specs
+            from .spec import load_specs
+
+            select_specs(load_specs(None), None, skip)
         names = only
         if only:
             known = [e["name"] for e in scan_entries()]
@@ -572,12 +585,14 @@ def scan(
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
         payload = run_scan(env, dist.site_packages if site_packages else None, only=names)
         # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
-        results = declare_not_needed(payload["results"], dist.version)
+        results = leave_out(declare_not_needed(payload["results"], dist.version), skip)
         if as_json:
-            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call", "not-needed")}
+            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call", "not-needed", "left-out")}
             print(json.dumps({**h, "flashinfer": payload.get("flashinfer"), "torch": payload.get("torch"), "counts": counts, "functions": results}, indent=2))
             return EXIT_OK
         title = f"{h['distribution']} {h['version']} under torch.compile(fullgraph=True), CPU fake tensors (torch {payload.get('torch')})"
+        if skip and not quiet:
+            print("\n".join(skipped_lines(skip)), flush=True)
         if is_terminal():
             out.print(scan_table(title, results))
             out.print(scan_summary(results))
@@ -770,7 +785,7 @@ def new(
         from .locations import builtin_specs_dir
 
         directory = specs_dir or Path("patches")
-        where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
+        where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
         if add_target:
             from .scaffold import add_target as start_target
 

@@ -111,7 +111,7 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     from . import render
 
     ok_states = set(SATISFIED) | ({"applicable"} if args.applicable else set()) | (set() if request.required else {UNSUPPORTED})
-    render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet)
+    render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet, left_out=render.skipped_lines(args.skip))
     return EXIT_OK
 
 

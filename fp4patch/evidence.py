@@ -81,6 +81,8 @@ class Basis:
             the edited function (:func:`moved_target`); ``()`` otherwise.
         launcher: the C++ pieces (``path.cu:Class.method``, :mod:`fp4patch.native`) whose equality with
             ``release``'s stood in for the outputs the CPU check cannot see (set by :mod:`fp4patch.cpu_check`).
+        unchecked: for ``needs-check``, why the CPU check could not run where ``apply`` ran it (no torch in
+            that interpreter) and what to do; "" when it was not tried. The spec stays ``needs-check``.
     """
 
     kind: str
@@ -92,6 +94,7 @@ class Basis:
     carried: tuple[tuple[str, str], ...] = ()
     moved: tuple[str, ...] = ()
     launcher: tuple[str, ...] = ()
+    unchecked: str = ""
 
     @property
     def inherited(self) -> bool:
@@ -111,6 +114,8 @@ class Basis:
             differs = f"differs from {self.release}, the nearest verified release, in {what}" if what else f"differs from {self.release}'s verified code"
             if self.carried:
                 differs = f"{self.carried_phrase()}, to be checked at {'its default' if len(self.carried) == 1 else 'their defaults'}; {differs}"
+            if self.unchecked:
+                return f"{differs}{extra}; {self.unchecked}"
             return f"{differs}{extra}; `fp4patch apply` checks it on CPU before patching"
         if self.kind == CHANGED:
             return f"{what} (against {self.release}, the nearest verified release)" if self.release else what
@@ -133,9 +138,12 @@ class Basis:
         if self.moved:
             notes.append(f"moved from {self.moved[0]} to {self.moved[1]}")
         if self.launcher:
-            notes.append(
-                f"the outputs the C++ launcher allocates as verified on {self.release} (same {', '.join(self.launcher)})"
-            )
+            by_file: dict[str, list[str]] = {}
+            for piece in self.launcher:
+                file, qualname = split_piece(piece, "")
+                by_file.setdefault(file, []).append(qualname.partition("[")[0])
+            where = "; ".join(f"{file}: {', '.join(dict.fromkeys(names))}" for file, names in by_file.items())
+            notes.append(f"the outputs the C++ launcher allocates as verified on {self.release} (same code in {where})")
         return notes
 
     def to_json(self) -> dict:
@@ -149,6 +157,7 @@ class Basis:
             "carried": [{"name": name, "default": default} for name, default in self.carried],
             "moved": list(self.moved),
             "launcher": list(self.launcher),
+            "unchecked": self.unchecked,
             "description": self.describe(),
         }
 
@@ -157,6 +166,7 @@ class Basis:
         return cls(
             data["kind"], data.get("version", ""), data.get("release", ""), tuple(data.get("changes", ())), data.get("digest", ""), data.get("target", ""),
             tuple((c["name"], c["default"]) for c in data.get("carried", ())), tuple(data.get("moved", ())), tuple(data.get("launcher", ())),
+            data.get("unchecked", ""),
         )
 
     def to_record(self) -> dict:

@@ -174,11 +174,13 @@ def planned_targets(
             if not target.status:
                 by_file.setdefault(target.file, []).append((spec, target))
     if problems:
-        skip = command("apply", *(w for i in skippable for w in ("--skip", i)))
+        words = [w for i in skippable for w in ("--skip", i)]
+        skip = command("apply", *words)
         raise DriftError(
             f"{dist.name} {dist.version}: " + "; ".join(problems)
-            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{command('verify')}`"
-            + (f"; `{command('verify', '--show-changes')}` shows what changed)" if changed else ")")
+            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out, and `{command('verify', *words)}` "
+            + "checks the rest"
+            + (f" (`{command('verify', '--show-changes')}` shows what changed)" if changed else "")
         )
     return by_file
 
