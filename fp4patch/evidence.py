@@ -237,7 +237,7 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
         entries = _evidence_of(catalog, spec, target)
         if not entries:
             continue
-        placed, moved = moved_target(reader, target)
+        placed, moved = moved_target(reader, target, search=False)  # (the nearest target alone is searched for, below)
         pieces = fingerprint(reader, placed).pieces
         for entry in entries:
             if entry.code == pieces:
@@ -406,12 +406,12 @@ def carried_target(target: Target, carried: list[tuple[str, str]] | tuple[tuple[
 
 
 # ---------------------------------------------------------------------------- moved targets
-def moved_target(reader: ModuleReader, target: Target) -> tuple[Target, tuple[str, ...]]:
+def moved_target(reader: ModuleReader, target: Target, search: bool = True) -> tuple[Target, tuple[str, ...]]:
     """``(target, ())``, or, when the function ``target`` edits is no longer defined in its ``file`` but in
-    another file of the same package (the old module importing it from there, or not at all),
-    ``(target at that file, (old file, new file))``: the same operations, callers and mirrors, read and
-    applied where the function is now. A function defined in several other files is not moved (the
-    caller then reports it as changed). Reads only."""
+    another file of the same package (the old module importing it from there, or, with ``search``, not at
+    all: every module of the package is looked at), ``(target at that file, (old file, new file))``: the same
+    operations, callers and mirrors, read and applied where the function is now. A function defined in several
+    other files is not moved (the caller then reports it as changed). Reads only."""
     from dataclasses import replace
 
     edited = edited_function(target)
@@ -425,7 +425,7 @@ def moved_target(reader: ModuleReader, target: Target) -> tuple[Target, tuple[st
         return target, ()
     where, nodes = reader.locate(file, name)
     if not nodes or where == file:
-        found = _search_definition(reader, file, name)
+        found = _search_definition(reader, file, name) if search else None
         if found is None:
             return target, ()
         where = found
@@ -447,7 +447,7 @@ def _search_definition(reader: ModuleReader, file: str, name: str) -> str | None
         return None
     needle = f"def {name}(".encode()
     found = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):  # once per command at most: the nearest target of a spec whose function left its file
         relative = path.relative_to(reader.site_packages).as_posix()
         data = reader.read(relative)
         if data is None or needle not in data:

@@ -115,17 +115,20 @@ def test_the_next_release_with_identical_code_passes_verify_trace(tmp_path: Path
 
 
 def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(tmp_path: Path, tmp_path_factory) -> None:
+    """A parameter added without a default (every call must pass it, fp4patch's op does not take it): refused.
+    One added with a default is carried instead (tests/test_next_release.py)."""
     site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
     replace_in(
         site, "flashinfer/quantization/fp8_quantization.py",
         "    *,\n    batch_invariant: bool = False,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
-        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str = \"nearest\",\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
     )
     before = snapshot(site)
     reports = status(site)
     mxfp8 = reports["mxfp8-quantize-fullgraph"]
     assert mxfp8["state"] == "drifted" and mxfp8["basis"]["kind"] == "changed"
-    assert "mxfp8_quantize(): parameter 'scale_rounding' added (against 0.7.4, the nearest verified release)" in mxfp8["detail"]
+    assert "mxfp8_quantize(): parameter 'scale_rounding' added without a default" in mxfp8["detail"]
+    assert "(against 0.7.4, the nearest verified release)" in mxfp8["detail"]
     assert reports["fp4-quantize-fullgraph"]["basis"]["kind"] == "same-code"  # the others keep their evidence
     done = run_cli("apply", "--site-packages", str(site))
     lines = done.stderr.strip().splitlines()
@@ -136,7 +139,7 @@ def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(t
     assert "--show-changes" in lines[0]
     shown = run_cli("verify", "--site-packages", str(site), "--show-changes")
     assert "--- 0.7.4/flashinfer/quantization/fp8_quantization.py (mxfp8_quantize)" in shown.stderr
-    assert '+    scale_rounding: str = "nearest",' in shown.stderr and shown.returncode == 1
+    assert "+    scale_rounding: str," in shown.stderr and shown.returncode == 1
     # left out by name: the rest applies, and the changed function is never patched with the old schema
     done = run_cli("apply", "--site-packages", str(site), "--skip", "mxfp8-quantize-fullgraph")
     assert done.returncode == 0, done.stderr
