@@ -247,11 +247,17 @@ def status(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
 ) -> None:
-    """Show the known specs, which target the installed version, and the state of each."""
+    """Show the known specs, which target the installed version, and the state of each.
+
+    With --skip, each spec named is listed as left out (as apply and verify given the same --skip say), its state shown all the same.
+    """
 
     def body() -> int:
         _check_output_options(as_json, None, quiet)
+        if skip:  # an unknown id is the same usage error as in apply and verify
+            _selection(specs_dir, None, skip=skip)
         _, engine, selected = _context(python, site_packages, specs_dir, spec, all_specs=True)
         reports = [engine.report(s) for s in selected]
         manifest = engine.store.load()
@@ -261,7 +267,7 @@ def status(
         if as_json:
             print(json.dumps({
                 **_header(engine), "recorded": applied, "stale_record": stale, "interrupted": interrupted,
-                "specs": [r.to_json() for r in reports],
+                "specs": [r.to_json() for r in reports], **({"left_out": list(dict.fromkeys(skip))} if skip else {}),
             }, indent=2))
             return EXIT_OK
         h = _header(engine)
@@ -273,6 +279,7 @@ def status(
             *([f"stale record: {stale}"] if stale else []),
             *([f"{paint('interrupted:', 'red', color)} {interrupted}"] if interrupted else []),
             *reports_lines([r.to_json() for r in reports], show_summary=True, color=color),
+            *skipped_lines(skip),
             *_release_note(engine, reports),
         ])
         return EXIT_OK

@@ -165,6 +165,23 @@ def test_scan_leaves_out_what_skip_names_and_counts_it_apart() -> None:
     assert leave_out(results, None) == results
 
 
+def test_status_apply_and_verify_say_left_out_alike(site_060: Path) -> None:
+    """``--skip`` is one act: status lists the spec as left out (its state shown all the same), apply and verify
+    print the same line, and an unknown id is the same usage error everywhere."""
+    line = "left out mm-fp4-fullgraph: --skip"
+    status = run_cli("status", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", check=True)
+    assert line in status.stdout.splitlines()
+    payload = json.loads(run_cli("status", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", "--json", check=True).stdout)
+    assert payload["left_out"] == ["mm-fp4-fullgraph"] and "mm-fp4-fullgraph" in {r["id"] for r in payload["specs"]}
+    applied = run_cli("apply", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", check=True)
+    assert line in applied.stdout.splitlines()
+    verified = run_cli("verify", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph")
+    assert verified.returncode == 0 and line in verified.stdout.splitlines(), verified.stdout
+    for command in ("status", "apply", "verify", "scan"):
+        done = run_cli(command, "--site-packages", str(site_060), "--skip", "mm-fp4")
+        assert done.returncode == 2 and "unknown spec 'mm-fp4'" in done.stderr, (command, done.stderr)
+
+
 def test_python_and_site_packages_together_name_the_files_and_the_interpreter(site_060: Path) -> None:
     """``--site-packages D --python P``: D's distribution, P's interpreter for what needs torch; both repeated in
     every command a message advises."""
