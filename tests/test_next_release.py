@@ -171,12 +171,21 @@ def test_status_apply_and_verify_say_left_out_alike(site_060: Path) -> None:
     line = "left out mm-fp4-fullgraph: --skip"
     status = run_cli("status", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", check=True)
     assert line in status.stdout.splitlines()
+    from .test_scan import validate
+
     payload = json.loads(run_cli("status", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", "--json", check=True).stdout)
+    validate("status", payload)
     assert payload["left_out"] == ["mm-fp4-fullgraph"] and "mm-fp4-fullgraph" in {r["id"] for r in payload["specs"]}
-    applied = run_cli("apply", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", check=True)
-    assert line in applied.stdout.splitlines()
+    applied = json.loads(run_cli("apply", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", "--json", check=True).stdout)
+    validate("apply", applied)
+    assert {"id": "mm-fp4-fullgraph", "state": "applicable", "detail": "--skip"} in applied["left_out"]
+    again = run_cli("apply", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", check=True)
+    assert line in again.stdout.splitlines()
     verified = run_cli("verify", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph")
     assert verified.returncode == 0 and line in verified.stdout.splitlines(), verified.stdout
+    payload = json.loads(run_cli("verify", "--site-packages", str(site_060), "--skip", "mm-fp4-fullgraph", "--json").stdout)
+    validate("verify", payload)
+    assert payload["ok"] and payload["left_out"] == ["mm-fp4-fullgraph"]
     for command in ("status", "apply", "verify", "scan"):
         done = run_cli(command, "--site-packages", str(site_060), "--skip", "mm-fp4")
         assert done.returncode == 2 and "unknown spec 'mm-fp4'" in done.stderr, (command, done.stderr)
