@@ -18,11 +18,15 @@ check, in a throw-away copy, never in the user's site-packages:
      of the trace probe passes.
 
 Outputs the C++ launcher allocates (the TRT-LLM-Gen MoE's ``do_finalize=False`` outputs) come back
-``not_visible``: the CPU cannot see them. Where the target's ``mirrors`` name the launcher code that
-allocates them (``path.cu:Class.method[names]``, :mod:`fp4patch.native`) and every such piece equals the
+``not_visible``: the CPU cannot see them. Where the target's ``mirrors`` name the code that makes them —
+the launcher's allocation and return statements (``path.cu:Class.method[names]``, :mod:`fp4patch.native`)
+and the Python statements that allocate the buffers the kernel returns and return its result
+(``qualname[names]``, :func:`fp4patch.fingerprint.statements_naming`) — and every such piece equals the
 verified release's, that equality stands for them ("the outputs the C++ launcher allocates as verified on
 0.6.x", the basis's ``launcher``) and the rest of the function is checked as above; where a piece differs,
-the spec is refused naming the file and the function.
+the spec is refused naming the file and the function. A not-visible case in which the fake raises
+FlashInfer's kind of error while the wrapper goes on to the kernel is a refusal the release no longer
+makes: no evidence stands for it.
 
 A spec passes when all of that holds: its basis becomes ``checked`` ("checked on CPU for 0.7.5").
 Otherwise it becomes ``changed``, naming the case and output that differ, the function that does not
@@ -149,19 +153,20 @@ def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[s
     return {k: [*a.get(k, []), *b.get(k, [])] for k in {*a, *b}}
 
 
-def native_pieces(target) -> list[str]:
-    """The C++ pieces of ``target``'s ``mirrors`` (``path.cu:Class.method[names]``), in order."""
-    from .fingerprint import split_piece, target_pieces
-    from .native import is_native
+def unseen_pieces(target) -> list[str]:
+    """The pieces of ``target``'s ``mirrors`` that say how the outputs the CPU check cannot see are made: those with a
+    statement selection (``path.cu:Class.method[names]`` in the C++ launcher, ``qualname[names]`` in Python: the
+    allocation of the buffers the kernel returns and what is returned; :func:`fp4patch.fingerprint.is_selection`)."""
+    from .fingerprint import is_selection, target_pieces
 
-    return [p for p in target_pieces(target) if is_native(split_piece(p, target.file)[0])]
+    return [p for p in target_pieces(target) if is_selection(p)]
 
 
 def launcher_evidence(basis: Basis, target) -> tuple[list[str], list[str]]:
-    """``(same, differs)``: the C++ pieces of ``target`` (:func:`native_pieces`) whose code equals the verified
-    release's (``basis.release``: not among ``basis.changes``), and those that differ (a piece missing on one side
-    only differs; missing on both is the same code: a method neither release overrides)."""
-    pieces = native_pieces(target)
+    """``(same, differs)``: the pieces of :func:`unseen_pieces` whose code equals the verified release's
+    (``basis.release``: not among ``basis.changes``), and those that differ (a piece missing on one side only
+    differs; missing on both is the same code: a method neither release defines)."""
+    pieces = unseen_pieces(target)
     differs = [p for p in pieces if p in basis.changes]
     return [p for p in pieces if p not in differs], differs
 
@@ -216,7 +221,13 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
         if result.ok:
             continue
         spec_id = owners[function]
-        only_unseen = result.not_visible and not (result.error or result.failures or result.unchecked)
+        only_unseen = result.not_visible and not (result.error or result.failures or result.unchecked or result.fake_raised)
+        if result.fake_raised and not (result.error or result.failures or result.unchecked):
+            problems[spec_id].append(
+                f"{function}: the fake refuses {result.fake_raised[0]!r} where the wrapper goes on to the kernel "
+                f"({len(result.fake_raised)} case(s); the outputs of such calls come from the kernel, which the CPU cannot see)"
+            )
+            continue
         if only_unseen:
             basis = engine.resolve(next(s for s in needs if s.id == spec_id)).basis
             same, differs = launcher_evidence(basis, targets[function]) if basis is not None else ([], [])
@@ -226,7 +237,7 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
                 continue
             if differs:
                 problems[spec_id].append(
-                    f"{function}: {result.summary()}, and the C++ launcher that allocates them changed since {basis.release}: "
+                    f"{function}: {result.summary()}, and the code that allocates them changed since {basis.release}: "
                     f"{_launcher_note(differs)}"
                 )
                 continue

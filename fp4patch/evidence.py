@@ -142,8 +142,8 @@ class Basis:
             for piece in self.launcher:
                 file, qualname = split_piece(piece, "")
                 by_file.setdefault(file, []).append(qualname.partition("[")[0])
-            where = "; ".join(f"{file}: {', '.join(dict.fromkeys(names))}" for file, names in by_file.items())
-            notes.append(f"the outputs the C++ launcher allocates as verified on {self.release} (same code in {where})")
+            where = "; ".join(f"{file or 'the module'}: {', '.join(dict.fromkeys(names))}" for file, names in by_file.items())
+            notes.append(f"the outputs the C++ launcher allocates as verified on {self.release} (the same allocation in {where})")
         return notes
 
     def to_json(self) -> dict:

@@ -42,7 +42,7 @@ ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: A ``mirrors`` entry: ``qualname`` in the target's file, ``path.py:qualname``, or C++ launcher code
 #: ``path.cu:Class.method[names]`` (see :mod:`fp4patch.fingerprint`, :mod:`fp4patch.native`).
 MIRROR_PATTERN = re.compile(
-    r"^(([A-Za-z0-9_./-]+\.py:)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
+    r"^(([A-Za-z0-9_./-]+\.py:)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[\w+(,\w+)*\])?"
     r"|[A-Za-z0-9_./-]+\.(cu|cuh|cpp|cc|h|hpp):[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\[\w+(,\w+)*\])?)$"
 )
 

@@ -117,3 +117,36 @@ def test_the_real_launcher_pieces_across_releases(old: str, new: str, changed: l
     digests = [(a.piece(p, ""), b.piece(p, "")) for p in FP4_PIECES]
     assert MISSING not in {d for pair in digests for d in pair}, digests
     assert [i for i, (x, y) in enumerate(digests) if x != y] == changed
+
+
+PYTHON = '''
+def op(x, logits, do_finalize):
+    """docstring"""
+    dtype = logits.dtype if FOLLOW else torch.bfloat16
+    weights = torch.empty(x.shape[0], 8, dtype=dtype)
+    runner = make_runner(x, weights=weights)
+    raw = kernel(x, weights, runner)
+    if do_finalize:
+        return [x]
+    return [raw[0], weights, raw[1]]
+'''
+
+
+def test_python_selection_is_the_allocation_what_sizes_it_and_the_returns(tmp_path) -> None:
+    """``qualname[names]`` of a Python definition: the statements assigning a name (and, to a fixed point, the
+    locals those read: ``dtype``), and every return with its condition; not the calls that pass the buffer on."""
+    import ast
+
+    from fp4patch.fingerprint import is_selection, statements_naming
+
+    (node,) = ast.parse(PYTHON).body
+    lines = statements_naming(node, ("weights", "return"))
+    assert len(lines) == 4 and lines[0].startswith(" => Assign(targets=[Name(id='dtype')]") and lines[2].startswith("Name(id='do_finalize') => Return(")
+    changed = ast.parse(PYTHON.replace("runner = make_runner(x, weights=weights)", "runner = make_runner(x, weights=weights, fast=True)")).body[0]
+    assert statements_naming(changed, ("weights", "return")) == lines  # a call passing the buffer on is not its allocation
+    sized = ast.parse(PYTHON.replace("else torch.bfloat16", "else torch.float16")).body[0]
+    assert statements_naming(sized, ("weights", "return")) != lines  # what sizes it is
+    (tmp_path / "m.py").write_text(PYTHON)
+    reader = ModuleReader(tmp_path)
+    assert reader.piece("m.py:op[weights,return]", "") != reader.piece("m.py:op", "") != MISSING
+    assert reader.piece("m.py:gone[weights]", "") == MISSING and is_selection("m.py:op[weights]") and not is_selection("m.py:op")
