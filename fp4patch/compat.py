@@ -334,7 +334,8 @@ def agreement(spec, resolution, truth: list) -> str:
     """How what the replay applied (``resolution``'s targets) compares with the catalog's own ``truth`` targets
     for the release: ``same-target``; ``same-block`` (another target rendering the same op: same name; for a
     carried target, the truth's op with each carried parameter bound to its default, as the guard allows no
-    other value); ``different-block`` (the applied op differs from the one verified for that release)."""
+    other value, and left out of the release data's parameter lists such as ``mutates``); ``different-block``
+    (the applied op differs from the one verified for that release)."""
     from dataclasses import replace
 
     from .op_cache import render_cached
@@ -350,8 +351,10 @@ def agreement(spec, resolution, truth: list) -> str:
                 op = kwargs["target"]
                 if op.carried:  # the op as verified: the guard aside
                     op = replace(op, carried=(), carried_release="", carried_from="")
-                if drop & set(op.params):
-                    op = replace(op, params=tuple(p for p in op.params if p not in drop), defaults={k: v for k, v in op.defaults.items() if k not in drop})
+                if drop & set(op.params):  # the truth at the default: the carried parameters absent, named by no release list
+                    release = {k: [x for x in v if x not in drop] if isinstance(v, list) else v for k, v in op.release.items()}
+                    op = replace(op, params=tuple(p for p in op.params if p not in drop),
+                                 defaults={k: v for k, v in op.defaults.items() if k not in drop}, release=release)
                 out.append(render_cached(op).op_name)
         return out
 
