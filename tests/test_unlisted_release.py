@@ -298,7 +298,7 @@ def test_new_add_target_starts_a_target_from_what_changed(tmp_path: Path, tmp_pa
     done = run_cli("new", "mxfp8-quantize-fullgraph", "--add-target", "--site-packages", str(site), "--specs-dir", str(specs))
     assert done.returncode == 0, done.stderr
     text = (specs / "flashinfer-python" / "mxfp8-quantize-fullgraph.toml").read_text()
-    assert 'versions = "==0.7.5"' in text and "# changed: mxfp8_quantize(): parameter 'scale_rounding' added" in text
+    assert 'versions = "==0.7.5"' in text and "# changed: mxfp8_quantize(): parameter 'scale_rounding' added (default 'nearest'; carried at it)" in text
     assert '"batch_invariant", "scale_rounding"]' in text and (specs / "flashinfer-python" / "grids" / "mxfp8_quantize.py").is_file()
     # the next step is named: the op source must learn the parameter before the target loads
     nxt = run_cli("status", "--site-packages", str(site), "--specs-dir", str(specs))
@@ -329,6 +329,7 @@ def test_a_check_that_cannot_run_for_lack_of_torch_says_so_and_what_to_do(tmp_pa
     done = run_cli("apply", "--python", str(python), "--spec", "mxfp8-quantize-fullgraph")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the CPU check could not run in" in done.stderr and "cannot import torch" in done.stderr, done.stderr
-    assert "--skip mxfp8-quantize-fullgraph" in done.stderr and "`--python` an environment with torch" in done.stderr
+    assert "--skip mxfp8-quantize-fullgraph" in done.stderr and "pass `--python PATH`, an interpreter with torch" in done.stderr
     assert "the CPU check failed" not in done.stderr
+    assert "mxfp8-quantize-fullgraph: needs-check:" in done.stderr and "drifted" not in done.stderr  # the word status uses
     assert snapshot(site) == before
