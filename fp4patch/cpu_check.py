@@ -25,7 +25,7 @@ and the Python statements that allocate the buffers the kernel returns and retur
 verified release's, that equality stands for them ("the outputs the C++ launcher allocates as verified on
 0.6.x", the basis's ``launcher``) and the rest of the function is checked as above; where a piece differs,
 the spec is refused naming the file and the function. A not-visible case in which the fake raises
-FlashInfer's kind of error while the wrapper goes on to the kernel is a refusal the release no longer
+FlashInfer's kind of error while the wrapper returns (past the kernel) is a refusal the release no longer
 makes: no evidence stands for it.
 
 A spec passes when all of that holds: its basis becomes ``checked`` ("checked on CPU for 0.7.5").
@@ -224,7 +224,7 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
         only_unseen = result.not_visible and not (result.error or result.failures or result.unchecked or result.fake_raised)
         if result.fake_raised and not (result.error or result.failures or result.unchecked):
             problems[spec_id].append(
-                f"{function}: the fake refuses {result.fake_raised[0]!r} where the wrapper goes on to the kernel "
+                f"{function}: the fake refuses {result.fake_raised[0]!r} where the wrapper returns past the kernel "
                 f"({len(result.fake_raised)} case(s); the outputs of such calls come from the kernel, which the CPU cannot see)"
             )
             continue

@@ -67,8 +67,8 @@ class FakeCheckResult:
         reasons: case name -> the grid's reason (its ``kernel_outputs``) for each ``not_visible`` case that
             gives one (read from the grid in this process: the probe's JSON carries the names alone).
         fake_raised: the ``not_visible`` cases in which the fake raised an error that is not fp4patch's own refusal
-            while the wrapper went on to launch the kernel: the fake refuses what the release accepts, whatever the
-            kernel's outputs are (:mod:`fp4patch.cpu_check` then takes no launcher evidence for them).
+            while the wrapper returned (past the kernel launch, its outputs unseen): the fake refuses what the release
+            accepts, whatever the kernel's outputs are (:mod:`fp4patch.cpu_check` then takes no launcher evidence).
     """
 
     ok: bool

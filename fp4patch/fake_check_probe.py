@@ -43,7 +43,8 @@ True``: its cases run under a ``ShapeEnv``, and such a size reads ``"u0"``.
 Output (``--json``): ``{"flashinfer": version, "torch": version, "functions": {function: {"cases": n,
 "compared": n, "skipped_kernel": n, "unchecked": [{"case", "reason"}], "not_visible": [case names],
 "failures": [{"case", "real", "fake"}], "outputs": [output names], "error": ""}}}`` (and
-``"not_visible_fake_raised"``: the not-visible cases whose fake raised an error other than fp4patch's refusal); ``real`` / ``fake``
+``"not_visible_fake_raised"``: the not-visible cases where the wrapper returned and the fake raised an error other
+than fp4patch's refusal); ``real`` / ``fake``
 are outcomes, ``{"ok": metadata}`` or ``{"error": [class, first line]}``. ``error`` is why a function
 could not be checked at all (no such function, not patched, a grid that fails). Exit status: 0 when
 every function passes (no error, failure, not-visible or unchecked case), 1 otherwise, 2 when torch or
@@ -242,10 +243,11 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             summary["compared"] += 1
             if r["status"] == "not-visible":
                 summary["not_visible"].append(r["name"])
-                fake = r.get("fake") or {}
-                if "error" in fake and not str(fake["error"][1]).startswith("fp4patch:"):
-                    # the wrapper went on to the kernel where the fake raised FlashInfer's kind of error: a refusal the
-                    # release no longer makes, whatever the kernel's outputs (fp4patch.cpu_check: no launcher evidence)
+                fake, real = r.get("fake") or {}, r.get("real") or {}
+                if "error" in fake and "error" not in real and not str(fake["error"][1]).startswith("fp4patch:"):
+                    # the wrapper returned (the kernel's outputs unseen) where the fake raised FlashInfer's kind of error:
+                    # a refusal the release no longer makes, whatever those outputs are (fp4patch.cpu_check: no launcher
+                    # evidence for it). Where both raise (the wrapper on the kernel's missing outputs) nothing is said.
                     summary.setdefault("not_visible_fake_raised", []).append(r["name"])
             elif r["status"] == "failed":
                 summary["failures"].append({"case": r["name"], "real": r["real"], "fake": r["fake"]})
