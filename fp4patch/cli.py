@@ -620,7 +620,8 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
     source, archive = resolve_archive(against, wheel, sdist, distribution)
     trace_env = from_python(python) if python else None
     report = check_against(
-        source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict)
+        source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict),
+        skip=frozenset(skip or ()),
     )
     if as_json:
         payload = {
