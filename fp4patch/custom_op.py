@@ -1188,10 +1188,23 @@ def _carried_guard(target: CustomOpTarget) -> str:
     fn = target.function
     lines = []
     for name, default in target.carried:
-        same = f"{name} is {default}" if default in ("None", "True", "False") else f"{name} is {default} or (type({name}) is type({default}) and {name} == {default})"
+        if default in ("None", "True", "False"):
+            same = f"{name} is {default}"
+        elif _is_literal(default):  # never `is` with a literal (a SyntaxWarning, and no meaning for equal values)
+            same = f"type({name}) is type({default}) and {name} == {default}"
+        else:  # a dotted name (an enum member): the same object, or an equal value of its type
+            same = f"{name} is {default} or (type({name}) is type({default}) and {name} == {default})"
         lines.append(f"    if not ({same}):  # {name}: new in FlashInfer {target.carried_release}, checked at its default only\n")
         lines.append(f"        _fp4patch_{fn}_refuse_carried({name!r}, {name}, {default!r})\n")
     return "".join(lines)
+
+
+def _is_literal(code: str) -> bool:
+    try:
+        ast.literal_eval(code)
+    except (ValueError, SyntaxError):
+        return False
+    return True
 
 
 def _carried_refusal(target: CustomOpTarget) -> str:
