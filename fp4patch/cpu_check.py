@@ -24,7 +24,8 @@ and the Python statements that allocate the buffers the kernel returns and retur
 (``qualname[names]``, :func:`fp4patch.fingerprint.statements_naming`) — and every such piece equals the
 verified release's, that equality stands for them ("the outputs the C++ launcher allocates as verified on
 0.6.x", the basis's ``launcher``) and the rest of the function is checked as above; where a piece differs,
-the spec is refused naming the file and the function. A not-visible case in which the fake raises
+the spec is refused naming the file and the function; so is a function none of whose cases the CPU could
+see (the FP8 MoE before 0.6.5, whose launcher allocates every output). A not-visible case in which the fake raises
 FlashInfer's kind of error while the wrapper returns (past the kernel) is a refusal the release no longer
 makes: no evidence stands for it.
 
@@ -227,6 +228,10 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
                 f"{function}: the fake refuses {result.fake_raised[0]!r} where the wrapper returns past the kernel "
                 f"({len(result.fake_raised)} case(s); the outputs of such calls come from the kernel, which the CPU cannot see)"
             )
+            continue
+        seen = result.compared - len(result.not_visible)
+        if only_unseen and seen < 1:  # nothing of the call was seen on CPU: no evidence can stand for all of it
+            problems[spec_id].append(f"{function}: {result.summary()}, and no case of it could be seen on CPU")
             continue
         if only_unseen:
             basis = engine.resolve(next(s for s in needs if s.id == spec_id)).basis

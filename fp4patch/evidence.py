@@ -350,7 +350,8 @@ def carriable(installed: list[list[str]], verified: list[list[str]], function: s
     parameter that cannot be carried): a parameter removed, renamed, reordered, of another kind or with
     another default; one added without a default, as ``*args``/``**kwargs``, with a default that is not a
     constant, or that the op source knows with another default (the fake binds it to that one on releases
-    without it); or a target that is not a ``custom-op`` of ``function``. Never raises.
+    without it) or models release by release (a key of its ``RELEASE`` named for it: ``output_check`` for
+    ``output``, ``backends`` for ``backend``); or a target that is not a ``custom-op`` of ``function``. Never raises.
     """
     from .fingerprint import signature_changes
 
@@ -364,12 +365,14 @@ def carriable(installed: list[list[str]], verified: list[list[str]], function: s
     op = ops[0]
     if others:
         return [], changes
-    from .custom_op import source_defaults
+    from .custom_op import release_data, source_defaults
 
     known = source_defaults(op)
+    modelled = sorted(release_data(op))
     carried, refusals = [], []
     for name, kind, default in added:
         phrase = f"{function}(): parameter {name!r} added"
+        keys = [k for k in modelled if k == name or k.startswith(name)]
         if kind in ("*args", "**kwargs"):
             refusals.append(f"{phrase} as {kind}, which fp4patch cannot carry")
         elif not default:
@@ -379,6 +382,11 @@ def carriable(installed: list[list[str]], verified: list[list[str]], function: s
         elif name in known and not _same_default(known[name], default):
             refusals.append(
                 f"{phrase} with the default {default}; the op binds it to {known[name]} on releases without it, so its fake would not mirror the default"
+            )
+        elif name in known and keys:  # e.g. output_check for output: how the parameter behaves is data of each release
+            refusals.append(
+                f"{phrase}; the op models it release by release ({', '.join(keys)} of its RELEASE), and the nearest release's "
+                "data describe a release without it"
             )
         else:
             carried.append((name, default))

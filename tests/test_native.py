@@ -150,3 +150,35 @@ def test_python_selection_is_the_allocation_what_sizes_it_and_the_returns(tmp_pa
     reader = ModuleReader(tmp_path)
     assert reader.piece("m.py:op[weights,return]", "") != reader.piece("m.py:op", "") != MISSING
     assert reader.piece("m.py:gone[weights]", "") == MISSING and is_selection("m.py:op[weights]") and not is_selection("m.py:op")
+
+
+@pytest.mark.parametrize(("seen", "fake_raised", "changed", "expected"), [
+    (30, [], [], "launcher"),
+    (30, [], [FP4_PIECES[2]], "the code that allocates them changed since 0.6.9: flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu: FP4BlockScaleLauncher.prepare_moe[gemm2_output]"),
+    (0, [], [], "no case of it could be seen on CPU"),
+    (30, ["M=8 do_finalize=False output=narrow"], [], "the fake refuses 'M=8 do_finalize=False output=narrow' where the wrapper returns past the kernel"),
+])
+def test_launcher_evidence_stands_only_for_unseen_outputs_made_by_unchanged_code(seen, fake_raised, changed, expected, monkeypatch) -> None:
+    """The CPU check's side (fp4patch/cpu_check.py), the probe replaced by its result: outputs the CPU cannot see
+    pass on evidence only where every selected piece (C++ launcher, Python inner op) equals the verified release's,
+    the CPU saw some case of the call, and the fake refuses nothing the wrapper returned from."""
+    from fp4patch import cpu_check, fake_check
+    from fp4patch.evidence import NEEDS_CHECK, Basis, Resolution
+
+    spec = next(s for s in load_specs(None) if s.id == "trtllm-fp4-block-scale-moe-fullgraph")
+    target = next(t for t in spec.targets if t.contains("0.6.9") and not t.status)
+    basis = Basis(NEEDS_CHECK, "0.6.10", "0.6.9", ("trtllm_fp4_block_scale_moe", *changed))
+    unseen = [f"case {i}" for i in range(12)]
+    result = fake_check.FakeCheckResult(ok=False, cases=seen + 12, compared=seen + 12, not_visible=unseen, fake_raised=list(fake_raised))
+    monkeypatch.setattr(fake_check, "run_fake_check", lambda env, site, requests: {"trtllm_fp4_block_scale_moe": result})
+
+    class Engine:
+        def resolve(self, s):
+            return Resolution([target], basis)
+
+    launcher: dict = {}
+    problems = cpu_check._fake_problems(Engine(), [spec], None, None, launcher)[spec.id]
+    if expected == "launcher":
+        assert problems == [] and launcher[spec.id] == cpu_check.unseen_pieces(target) and FP4_PIECES[0] in launcher[spec.id]
+    else:
+        assert len(problems) == 1 and expected in problems[0] and not launcher, problems

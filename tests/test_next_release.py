@@ -105,6 +105,21 @@ def test_a_parameter_the_op_source_binds_to_another_default_is_not_carried() -> 
     assert got == [] and "the op binds it to False on releases without it" in refusals[0], refusals
 
 
+def test_a_parameter_the_op_models_release_by_release_is_not_carried() -> None:
+    """0.6.14 as if unseen: trtllm_fp8_per_tensor_scale_moe gained ``output``, whose checks the op source keeps as
+    release data (``output_check``, ``output_checked_unfinalized``: 'none' before 0.6.14, where there is no
+    output): the nearest target's data describe a release without it, so it is refused, not carried."""
+    from fp4patch.catalog import load_catalog
+    from fp4patch.evidence import carriable
+    from fp4patch.spec import load_specs
+
+    spec = next(s for s in load_specs(None) if s.id == "trtllm-fp8-per-tensor-scale-moe-fullgraph")
+    target = next(t for t in spec.targets if t.contains("0.6.13") and not t.status)
+    verified = [list(r) for r in next(e for e in load_catalog().evidence[spec.id] if e.target == str(target.versions)).signature]
+    got, refusals = carriable([*verified, ["output", "positional", "None"]], verified, "trtllm_fp8_per_tensor_scale_moe", target)
+    assert got == [] and "the op models it release by release (output_check, output_checked_unfinalized of its RELEASE)" in refusals[0], refusals
+
+
 def test_a_carried_target_renders_the_guard_and_takes_the_new_parameter_as_the_wrappers() -> None:
     """The carried target's redirect refuses another value first (the rendering of every other target is
     unchanged: tests/test_rendered_bytes.py), and its drift check accepts the new parameter."""
