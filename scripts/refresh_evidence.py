@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp4patch.catalog import load_catalog, write_evidence  # noqa: E402
-from fp4patch.errors import Fp4PatchError  # noqa: E402
-from fp4patch.fingerprint import ModuleReader, fingerprint, native_files  # noqa: E402
-from fp4patch.releases import fetch, unpack  # noqa: E402
-from fp4patch.spec import load_specs  # noqa: E402
+from fp4patch.catalog import load_catalog, write_evidence
+from fp4patch.errors import Fp4PatchError
+from fp4patch.fingerprint import ModuleReader, fingerprint, native_files
+from fp4patch.releases import fetch, unpack
+from fp4patch.spec import load_specs
 
 
 def main(argv: list[str] | None = None) -> int:

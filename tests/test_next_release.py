@@ -176,7 +176,7 @@ def test_scan_leaves_out_what_skip_names_and_counts_it_apart() -> None:
     out = leave_out(results, [SPEC])
     assert [r["status"] for r in out] == ["left-out", "compiles", "compiles"]
     assert out[0]["scanned"] == "fails" and scan_detail(out[0]) == f"left out with --skip {SPEC} (the scan saw: fails)"
-    assert scan_summary(out) == f"2/2 present functions compile as one graph; 1 left out with --skip, not counted (fp4_quantize)"
+    assert scan_summary(out) == "2/2 present functions compile as one graph; 1 left out with --skip, not counted (fp4_quantize)"
     assert leave_out(results, None) == results
 
 
