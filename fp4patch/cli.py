@@ -30,6 +30,7 @@ from .render import (
     use_color,
     wrap,
     wrapped,
+    skipped_lines,
 )
 from .torch_support import check_torch
 
@@ -90,8 +91,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-PythonOpt = Annotated[Optional[str], typer.Option("--python", metavar="<path>", help="Interpreter of the target environment (e.g. /opt/venv/bin/python).")]
-SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory.")]
+PythonOpt = Annotated[
+    Optional[str],
+    typer.Option("--python", metavar="<path>", help="Interpreter of the target environment (e.g. /opt/venv/bin/python); with --site-packages, the interpreter (with torch) that runs the checks on that directory."),
+]
+SitePackagesOpt = Annotated[Optional[Path], typer.Option("--site-packages", help="Target site-packages directory (with --python: checked with that interpreter).")]
 SpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to select (repeatable); default: specs marked default.")]
 StatusSpecOpt = Annotated[Optional[list[str]], typer.Option("--spec", metavar="<id>", help="Spec id to show (repeatable); default: every known spec.")]
 RevertSpecOpt = Annotated[
@@ -226,8 +230,6 @@ def _context(
     from .engine import Engine
     from .environment import find_distribution
 
-    if python and site_packages:
-        raise UsageError("give --python or --site-packages, not both")
     specs, selected, distribution = _selection(specs_dir, spec_ids, all_specs, skip)
     env = env or _environment(python, site_packages)
     dist = find_distribution(env, distribution)
@@ -274,11 +276,17 @@ def status(
     as_json: JsonOpt = False,
     specs_dir: SpecsDirOpt = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
 ) -> None:
-    """Show the known specs, which target the installed version, and the state of each."""
+    """Show the known specs, which target the installed version, and the state of each.
+
+    With --skip, each spec named is listed as left out (as apply and verify given the same --skip say), its state shown all the same.
+    """
 
     def body() -> int:
         _check_output_options(as_json, None, quiet)
+        if skip:  # an unknown id is the same usage error as in apply and verify
+            _selection(specs_dir, None, skip=skip)
         _, engine, selected = _context(python, site_packages, specs_dir, spec, all_specs=True)
         reports = [engine.report(s) for s in selected]
         manifest = engine.store.load()
@@ -288,7 +296,7 @@ def status(
         from .render import status_output
 
         note = [] if as_json else _release_note(engine, reports)
-        status_output(_header(engine), applied, stale, interrupted, [r.to_json() for r in reports], note, as_json, quiet)
+        status_output(_header(engine), applied, stale, interrupted, [r.to_json() for r in reports], note, as_json, quiet, skip=skip)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -389,7 +397,9 @@ def apply(
             reports[:] = [engine.report(s).to_json() for s in selected]
         from .render import apply_output
 
-        apply_output(_header(engine), [s.id for s in selected], reports, required, [(p.relative, p.specs) for p in written], engine.store.root, as_json)
+        skipped = [{"id": r.spec.id, "state": r.state, "detail": "--skip"} for r in (engine.report(s) for s in engine.specs if s.id in (skip or ()))]
+
+        apply_output(_header(engine), [s.id for s in selected], reports, required, [(p.relative, p.specs) for p in written], engine.store.root, as_json, skipped=skipped)
         return EXIT_OK
 
     _run(as_json, body, quiet)
@@ -516,11 +526,16 @@ def verify(
             err.print(f"fp4patch: {interrupted}", markup=False)
             ok = False
         cases = functions = None
+        trace_note = ""
         if trace:
+            from .cpu_check import TRACED_SPEC
             from .trace import entries_for_specs, probe_release_data, run_probe, run_scan
 
-            cases = run_probe(env, where if site_packages else None)
-            ok = ok and bool(cases) and all(c.get("passed") for c in cases)
+            if TRACED_SPEC in (skip or ()):  # the probe's cases are fp4_quantize's: they go with its spec
+                trace_note = f"the trace probe's fp4_quantize cases are {TRACED_SPEC}'s, left out with --skip {TRACED_SPEC}"
+            else:
+                cases = run_probe(env, where if site_packages else None)
+                ok = ok and bool(cases) and all(c.get("passed") for c in cases)
             # every function whose fullgraph spec is applied: the scan's call must compile as one graph,
             # called from a compiled function and handed to torch.compile directly
             names = entries_for_specs({r["id"] for r in reports if r["state"] == "applied"})
@@ -543,7 +558,7 @@ def verify(
         output = "json" if as_json else "github" if github else "table"
         verify_output(
             header, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
-            apply_options=[*env.options, *_specs_options(specs_dir)],
+            apply_options=[*env.options, *_specs_options(specs_dir)], left_out=skipped_lines(skip), trace_note=trace_note,
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 
@@ -557,6 +572,7 @@ def scan(
     as_json: JsonOpt = False,
     only: Annotated[Optional[list[str]], typer.Option("--function", help="Scan only this entry (repeatable), e.g. mm_fp4[auto].")] = None,
     quiet: QuietOpt = False,
+    skip: SkipOpt = None,
 ) -> None:
     """Try each FP4/FP8 quantization, GEMM and MoE function under torch.compile(fullgraph=True) on CPU.
 
@@ -570,10 +586,13 @@ def scan(
 
     def body() -> int:
         from .render import is_terminal, scan_lines, scan_summary, scan_table
-        from .trace import declare_not_needed, probe_release_data, run_scan, scan_entries
+        from .trace import declare_not_needed, leave_out, probe_release_data, run_scan, scan_entries
 
-        if python and site_packages:
-            raise UsageError("give --python or --site-packages, not both")
+        if skip:  # an unknown id is the same usage error as in apply and verify
+            from .selection import select_specs
+            from .spec import load_specs
+
+            select_specs(load_specs(None), None, skip)
         names = only
         if only:
             known = [e["name"] for e in scan_entries()]
@@ -595,12 +614,14 @@ def scan(
         # each call's release-dependent arguments come from the release data the ops are rendered from
         payload = run_scan(env, dist.site_packages if site_packages else None, only=names, release=probe_release_data(engine, selected))
         # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
-        results = declare_not_needed(payload["results"], dist.version)
+        results = leave_out(declare_not_needed(payload["results"], dist.version), skip)
         if as_json:
-            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call", "not-needed")}
+            counts = {s: sum(1 for r in results if r["status"] == s) for s in ("compiles", "fails", "not-present", "no-call", "not-needed", "left-out")}
             print(json.dumps({**h, "flashinfer": payload.get("flashinfer"), "torch": payload.get("torch"), "counts": counts, "functions": results}, indent=2))
             return EXIT_OK
         title = f"{h['distribution']} {h['version']} under torch.compile(fullgraph=True), CPU fake tensors (torch {payload.get('torch')})"
+        if skip and not quiet:
+            print("\n".join(skipped_lines(skip)), flush=True)
         if is_terminal():
             out.print(scan_table(title, results))
             out.print(scan_summary(results))
@@ -623,7 +644,8 @@ def _verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, 
     source, archive = resolve_archive(against, wheel, sdist, distribution, load_catalog(distribution, specs_dir))
     trace_env = from_python(python) if python else None
     report = check_against(
-        source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict)
+        source, archive, specs, selected, trace=trace, trace_env=trace_env, specs_dir=specs_dir, required=_required(selected, spec_ids, strict),
+        skip=frozenset(skip or ()),
     )
     if as_json:
         payload = {
@@ -799,7 +821,7 @@ def new(
         from .scaffold import scaffold
 
         directory = specs_dir or Path("patches")
-        where = f"--python {python}" if python else f"--site-packages {site_packages}" if site_packages else ""
+        where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
         if add_target:
             from .scaffold import add_target as start_target
 

@@ -304,7 +304,7 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     ``different-block`` or ``-`` (nothing applied)."""
     from packaging.version import Version
 
-    from .evidence import CHANGED, CHECKED, NEEDS_CHECK as NEEDS
+    from .evidence import CHANGED, NEEDS_CHECK as NEEDS
     from .states import DRIFTED as DRIFT, NOT_NEEDED as IDLE, OBSOLETE as GONE
 
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -338,18 +338,10 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
                 tier = "declared"
             elif report.state == DRIFT or kind == CHANGED:
                 tier = "refused"
-            elif kind == CHECKED:
-                tier = "checked"
             else:
-                tier = kind
-            applied = tier in ("same-code", "checked", "by-specifier")
-            agrees = "-"
-            if applied:
-                if [str(t.versions) for t in resolution.targets] == [str(t.versions) for t in truth]:
-                    agrees = "same-target"
-                else:
-                    names = lambda targets: [r.op_name for t in targets if not t.status for r in t.custom_ops]  # noqa: E731
-                    agrees = "same-block" if names(resolution.targets) == names(truth) else "different-block"
+                tier = replay_tier(basis)
+            applied = tier in APPLIED_TIERS
+            agrees = agreement(spec, resolution, truth) if applied else "-"
             out["specs"][spec.id] = {
                 "tier": tier, "detail": report.detail if tier == "refused" else (basis.describe() if basis else ""),
                 "inherited": "; ".join(str(t.versions) for t in resolution.targets), "truth": "; ".join(str(t.versions) for t in truth),
@@ -359,9 +351,67 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     return out
 
 
+#: The replay's tiers (:func:`replay_tier`), in the tiers table's order; those that apply a target.
+TIERS = ["same-code", "moved", "checked", "launcher", "carried", "refused", "declared", "by-specifier"]
+APPLIED_TIERS = ("same-code", "moved", "checked", "launcher", "carried", "by-specifier")
+
+
+def replay_tier(basis) -> str:
+    """The tier of a spec applied on ``basis`` (a :class:`~fp4patch.evidence.Basis`) in the replay: ``carried``
+    (a parameter added with a default, carried with the compile-time guard), else ``launcher`` (checked on CPU,
+    the outputs the CPU cannot see stood for by the C++ launcher's code), else ``moved`` (the function moved to
+    another file), else ``checked`` / ``same-code`` / ``by-specifier`` as the basis's kind (``none``: no basis)."""
+    from .evidence import CHECKED
+
+    if basis is None:
+        return "none"
+    if basis.carried:
+        return "carried"
+    if basis.launcher:
+        return "launcher"
+    if basis.moved:
+        return "moved"
+    return "checked" if basis.kind == CHECKED else basis.kind
+
+
+def agreement(spec, resolution, truth: list) -> str:
+    """How what the replay applied (``resolution``'s targets) compares with the catalog's own ``truth`` targets
+    for the release: ``same-target``; ``same-block`` (another target rendering the same op: same name; for a
+    carried target, the truth's op with each carried parameter bound to its default, as the guard allows no
+    other value, and left out of the release data's parameter lists such as ``mutates``); ``different-block``
+    (the applied op differs from the one verified for that release)."""
+    from dataclasses import replace
+
+    from .op_cache import render_cached
+
+    def names(targets, drop: frozenset[str] = frozenset()) -> list[str]:
+        out = []
+        for t in targets:
+            if t.status:
+                continue
+            for kind, kwargs in t.operation_specs:
+                if kind != "custom-op":
+                    continue
+                op = kwargs["target"]
+                if op.carried:  # the op as verified: the guard aside
+                    op = replace(op, carried=(), carried_release="", carried_from="")
+                if drop & set(op.params):  # the truth at the default: the carried parameters absent, named by no release list
+                    release = {k: [x for x in v if x not in drop] if isinstance(v, list) else v for k, v in op.release.items()}
+                    op = replace(op, params=tuple(p for p in op.params if p not in drop),
+                                 defaults={k: v for k, v in op.defaults.items() if k not in drop}, release=release)
+                out.append(render_cached(op).op_name)
+        return out
+
+    carried = frozenset(name for t in resolution.targets for kind, kw in t.operation_specs if kind == "custom-op" for name, _ in kw["target"].carried)
+    same_file = [t.file for t in resolution.targets] == [t.file for t in truth]
+    if not carried and same_file and [str(t.versions) for t in resolution.targets] == [str(t.versions) for t in truth]:
+        return "same-target"
+    return "same-block" if names(resolution.targets) == names(truth, carried) else "different-block"
+
+
 def render_replay(results: list[dict[str, Any]], spec_ids: list[str], seconds: float) -> str:
     """The replay's Markdown section: per spec, how many steps each tier carried, and each step's cells."""
-    tiers = ["same-code", "checked", "refused", "declared", "by-specifier"]
+    tiers = TIERS
     lines = [
         REPLAY_BEGIN,
         "## Each release as if unseen (replay)",
@@ -369,11 +419,16 @@ def render_replay(results: list[dict[str, Any]], spec_ids: list[str], seconds: f
         f"Generated by `make compat` (`python -m fp4patch.compat --replay`), {len(results)} wheel releases in {seconds:.0f} s.",
         "For each wheel release after the first, the catalog is cut before it (its releases and evidence, and every later",
         "one's, removed) and each default spec is resolved by code as on a release fp4patch does not know: **same-code**",
-        "(the code equals a verified release's: applied as verified), **checked** (the nearest release's target, code",
-        "differs, same signature, the CPU check passed: applied), **refused** (a signature change or a failed check:",
-        "not applied, nothing written), **declared** (not needed or unsupported there). `agrees` compares what was applied",
-        "with the catalog's own target for the release: the same target, another target rendering the same op (same",
-        "block), or a different block (the inherited op differs from the one verified for that release).",
+        "(the code equals a verified release's: applied as verified), **moved** (the same, or checked, at the file the",
+        "function moved to), **checked** (the nearest release's target, code differs, same signature, the CPU check",
+        "passed: applied), **launcher** (checked, and the outputs the CPU cannot see, allocated by the C++ launcher, stood",
+        "for by the launcher's allocation code, equal to the verified release's), **carried** (a parameter added with a",
+        "default: the nearest target checked at that default, any other value refused under compile by fp4patch's guard),",
+        "**refused** (another signature change, a changed launcher, or a failed check: not applied, nothing written),",
+        "**declared** (not needed or unsupported there). `agrees` compares what was applied with the catalog's own target",
+        "for the release: the same target, another target rendering the same op (same block; for a carried cell, the",
+        "release's own op with the new parameter bound to its default), or a different block (the inherited op differs",
+        "from the one verified for that release).",
         "",
         "| spec | " + " | ".join(tiers) + " | applied: same target / same block / different block |",
         "|---|" + "---|" * (len(tiers) + 1),
@@ -387,7 +442,7 @@ def render_replay(results: list[dict[str, Any]], spec_ids: list[str], seconds: f
         agree = [sum(1 for c in cells if c and c["agrees"] == a) for a in ("same-target", "same-block", "different-block")]
         lines.append(f"| `{spec_id}` | " + " | ".join(str(counts[t]) for t in tiers) + f" | {agree[0]} / {agree[1]} / {agree[2]} |")
     lines.append("| all | " + " | ".join(str(totals[t]) for t in tiers) + " | |")
-    carried = sum(1 for r in results if not r["error"] and all(c["tier"] in ("same-code", "checked", "declared") for c in r["specs"].values()))
+    carried = sum(1 for r in results if not r["error"] and all(c["tier"] in (*APPLIED_TIERS, "declared") for c in r["specs"].values()))
     lines += ["", f"Steps in which every default spec was carried (applied or declared, none refused): {carried} of {len([r for r in results if not r['error']])}.", ""]
     lines += ["| release | " + " | ".join(f"`{s}`" for s in spec_ids) + " |", "|---|" + "---|" * len(spec_ids)]
     for r in results:

@@ -17,10 +17,24 @@ check, in a throw-away copy, never in the user's site-packages:
      graph (the scan's call, :mod:`fp4patch.trace`), and for ``fp4-quantize-fullgraph`` every case
      of the trace probe passes.
 
+Outputs the C++ launcher allocates (the TRT-LLM-Gen MoE's ``do_finalize=False`` outputs) come back
+``not_visible``: the CPU cannot see them. Where the target's ``mirrors`` name the code that makes them —
+the launcher's allocation and return statements (``path.cu:Class.method[names]``, :mod:`fp4patch.native`)
+and the Python statements that allocate the buffers the kernel returns and return its result
+(``qualname[names]``, :func:`fp4patch.fingerprint.statements_naming`) — and every such piece equals the
+verified release's, that equality stands for them ("the outputs the C++ launcher allocates as verified on
+0.6.x", the basis's ``launcher``) and the rest of the function is checked as above; where a piece differs,
+the spec is refused naming the file and the function; so is a function none of whose cases the CPU could
+see (the FP8 MoE before 0.6.5, whose launcher allocates every output). A not-visible case in which the fake raises
+FlashInfer's kind of error while the wrapper returns (past the kernel) is a refusal the release no longer
+makes: no evidence stands for it.
+
 A spec passes when all of that holds: its basis becomes ``checked`` ("checked on CPU for 0.7.5").
 Otherwise it becomes ``changed``, naming the case and output that differ, the function that does not
-compile, or why the check could not run (no torch there, no case grid for the function, outputs the
-kernel allocates, which the CPU cannot see); ``apply`` then refuses it like drift.
+compile, or why it cannot be checked (no case grid for the function, outputs the kernel allocates,
+which the CPU cannot see); ``apply`` then refuses it like drift. When the check cannot run at all (no
+torch in the target interpreter) the spec stays ``needs-check``, its basis saying why and what to pass
+(``unchecked``), and ``apply`` refuses it as ``needs-check``: the word ``status`` uses too.
 """
 
 from __future__ import annotations
@@ -113,21 +127,22 @@ def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: fr
             copy.apply(selection, allow_modified=True, required=required)
         except Fp4PatchError as exc:
             return {s.id: failed(s.id, f"the selection does not apply to a copy ({exc})") for s in needs}
+        launcher: dict[str, list[str]] = {}
         try:
-            problems = _fake_problems(engine, needs, env, site)
+            problems = _fake_problems(engine, needs, env, site, launcher)
         except _NotRunHere as exc:
+            # not a finding: the spec stays needs-check (status, apply and verify say so alike), with what to do
             return {
-                s.id: replace(bases[s.id], kind=CHANGED, changes=(
-                    f"the code differs in {', '.join(bases[s.id].changes[:3]) or 'the patched code'}, and the CPU check could not run in "
-                    f"{env.python}: {exc}; run it where torch imports (`--python` an environment with torch: the CPU build "
-                    f"is enough), or leave the spec out with --skip {s.id}",
+                s.id: replace(bases[s.id], unchecked=(
+                    f"the CPU check could not run in {env.python} ({exc}); pass `--python PATH`, an interpreter with torch (a CPU "
+                    f"build is enough; with --site-packages it checks that directory), or leave the spec out with `--skip {s.id}`"
                 ))
                 for s in needs
             }
         problems = _merge(problems, _trace_problems(needs, env, site))
     for spec in needs:
         found = problems.get(spec.id, [])
-        outcome[spec.id] = failed(spec.id, "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED)
+        outcome[spec.id] = failed(spec.id, "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED, launcher=tuple(launcher.get(spec.id, ())))
     return outcome
 
 
@@ -139,12 +154,44 @@ def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[s
     return {k: [*a.get(k, []), *b.get(k, [])] for k in {*a, *b}}
 
 
-def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path) -> dict[str, list[str]]:
-    """spec id -> what the fake check found wrong for its custom ops (empty lists when fine)."""
+def unseen_pieces(target) -> list[str]:
+    """The pieces of ``target``'s ``mirrors`` that say how the outputs the CPU check cannot see are made: those with a
+    statement selection (``path.cu:Class.method[names]`` in the C++ launcher, ``qualname[names]`` in Python: the
+    allocation of the buffers the kernel returns and what is returned; :func:`fp4patch.fingerprint.is_selection`)."""
+    from .fingerprint import is_selection, target_pieces
+
+    return [p for p in target_pieces(target) if is_selection(p)]
+
+
+def launcher_evidence(basis: Basis, target) -> tuple[list[str], list[str]]:
+    """``(same, differs)``: the pieces of :func:`unseen_pieces` whose code equals the verified release's
+    (``basis.release``: not among ``basis.changes``), and those that differ (a piece missing on one side only
+    differs; missing on both is the same code: a method neither release defines)."""
+    pieces = unseen_pieces(target)
+    differs = [p for p in pieces if p in basis.changes]
+    return [p for p in pieces if p not in differs], differs
+
+
+def _launcher_note(pieces: list[str]) -> str:
+    """``file: A.b[x], c[return]`` for pieces of one or more files."""
+    from .fingerprint import split_piece
+
+    by_file: dict[str, list[str]] = {}
+    for piece in pieces:
+        file, qualname = split_piece(piece, "")
+        by_file.setdefault(file, []).append(qualname)
+    return "; ".join(f"{file}: {', '.join(names)}" for file, names in by_file.items())
+
+
+def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """spec id -> what the fake check found wrong for its custom ops (empty lists when fine). A function whose
+    only finding is outputs the C++ launcher allocates passes where its target's launcher pieces all equal the
+    verified release's (:func:`launcher_evidence`); those pieces go into ``launcher`` (spec id -> piece names)."""
     from .fake_check import requests_for, run_fake_check
 
     problems: dict[str, list[str]] = {s.id: [] for s in needs}
     owners: dict[str, str] = {}
+    targets: dict[str, object] = {}
     requests = []
     for spec in needs:
         for target in engine.resolve(spec).targets:
@@ -159,6 +206,7 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path) -> dict[s
                     problems[spec.id].append(f"no case grid for {request.function} ({request.grid.name}), so its fake cannot be checked")
                     continue
                 owners[request.function] = spec.id
+                targets[request.function] = target
                 requests.append(request)
     if not requests:
         return problems
@@ -171,8 +219,34 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path) -> dict[s
             problems[owners[request.function]].append(f"the fake check could not run ({exc})")
         return problems
     for function, result in results.items():
-        if not result.ok:
-            problems[owners[function]].append(f"{function}: {result.summary()}")
+        if result.ok:
+            continue
+        spec_id = owners[function]
+        only_unseen = result.not_visible and not (result.error or result.failures or result.unchecked or result.fake_raised)
+        if result.fake_raised and not (result.error or result.failures or result.unchecked):
+            problems[spec_id].append(
+                f"{function}: the fake refuses {result.fake_raised[0]!r} where the wrapper returns past the kernel "
+                f"({len(result.fake_raised)} case(s); the outputs of such calls come from the kernel, which the CPU cannot see)"
+            )
+            continue
+        seen = result.compared - len(result.not_visible)
+        if only_unseen and seen < 1:  # nothing of the call was seen on CPU: no evidence can stand for all of it
+            problems[spec_id].append(f"{function}: {result.summary()}, and no case of it could be seen on CPU")
+            continue
+        if only_unseen:
+            basis = engine.resolve(next(s for s in needs if s.id == spec_id)).basis
+            same, differs = launcher_evidence(basis, targets[function]) if basis is not None else ([], [])
+            if same and not differs:
+                if launcher is not None:
+                    launcher.setdefault(spec_id, []).extend(p for p in same if p not in launcher.get(spec_id, []))
+                continue
+            if differs:
+                problems[spec_id].append(
+                    f"{function}: {result.summary()}, and the code that allocates them changed since {basis.release}: "
+                    f"{_launcher_note(differs)}"
+                )
+                continue
+        problems[spec_id].append(f"{function}: {result.summary()}")
     return problems
 
 

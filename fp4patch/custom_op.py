@@ -90,6 +90,11 @@ class CustomOpTarget:
             wrappers (``nvfp4_quantize`` and ``mxfp4_quantize`` call ``fp4_quantize``): while
             compiling, Dynamo enters their undecorated bodies too (``@flashinfer_api`` with
             ``FLASHINFER_LOGLEVEL > 0`` cannot be traced); eager calls keep the wrappers.
+        carried: ``(name, default source text)`` of each parameter the installed wrapper added, with
+            that default, since the release this target was verified on (``carried_from``), on a
+            release fp4patch does not list (``carried_release``): the redirect refuses, while
+            compiling, any other value of it (:func:`_carried_guard`); nothing else changes. Set by
+            :func:`fp4patch.evidence.carried_target`, never by a spec.
     """
 
     function: str
@@ -102,6 +107,9 @@ class CustomOpTarget:
     versions: str = ""
     helpers: dict[str, str] = field(default_factory=dict)
     callers: tuple[str, ...] = ()
+    carried: tuple[tuple[str, str], ...] = ()
+    carried_release: str = ""
+    carried_from: str = ""
 
 
 # --------------------------------------------------------------------------- #
@@ -619,7 +627,7 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     # callers are looked up by name: one missing from a release must not break the module's import
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)) + _set_piece(fn))
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)) + _set_piece(fn) + _carried_refusal(target))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -1282,7 +1290,88 @@ def _Expand(names: list[str], callees: tuple[str, ...], omit_values: dict[str, s
 def _redirect(target: CustomOpTarget) -> str:
     fn = target.function
     arguments = "".join(f"        {p}={p},\n" for p in target.params)
-    return f"if _fp4patch_{fn}_compiler._is_compiling_flag and _fp4patch_{fn}_tracing():\n    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
+    return f"if _fp4patch_{fn}_compiler._is_compiling_flag and _fp4patch_{fn}_tracing():\n{_carried_guard(target)}    return _fp4patch_{fn}_entry(\n{arguments}    )\n"
+
+
+def _carried_guard(target: CustomOpTarget) -> str:
+    """The statements a carried target (``target.carried``) puts first in the redirect, while compiling: for each
+    parameter the installed wrapper added with a default, a call with another value is refused with fp4patch's
+    own first line (``_fp4patch_<fn>_refuse_carried``, :func:`_carried_refusal`), never forwarded to an op that was
+    verified without it and never dropped; at the default the wrapper, which the op calls, takes that default
+    itself. "" for a target that carries nothing (the rendering of every spec target)."""
+    fn = target.function
+    lines = []
+    for name, default in target.carried:
+        if default in ("None", "True", "False"):
+            same = f"{name} is {default}"
+        elif _is_literal(default):  # never `is` with a literal (a SyntaxWarning, and no meaning for equal values)
+            same = f"type({name}) is type({default}) and {name} == {default}"
+        else:  # a dotted name (an enum member): the same object, or an equal value of its type
+            same = f"{name} is {default} or (type({name}) is type({default}) and {name} == {default})"
+        lines.append(f"    if not ({same}):  # {name}: new in FlashInfer {target.carried_release}, checked at its default only\n")
+        lines.append(f"        _fp4patch_{fn}_refuse_carried({name!r}, {name}, {default!r})\n")
+    return "".join(lines)
+
+
+def _is_literal(code: str) -> bool:
+    try:
+        ast.literal_eval(code)
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
+def _carried_refusal(target: CustomOpTarget) -> str:
+    """Module code appended to a carried target's op block (after the tail): ``_fp4patch_<fn>_refuse_carried``,
+    the refusal :func:`_carried_guard` calls. Once ``torch._dynamo`` is imported it is marked
+    ``assume_constant_result``, so Dynamo calls it for real while tracing instead of tracing it (Dynamo cannot
+    trace the construction of its exception); it raises ``torch._dynamo.exc.Unsupported``, which Dynamo passes on
+    as it is: under ``fullgraph=True`` its message is the first line, without it a graph break, so the call runs
+    eagerly with the caller's value. ``NotImplementedError`` where torch has no Dynamo. "" when nothing is carried."""
+    if not target.carried:
+        return ""
+    fn, release, verified = target.function, target.carried_release, target.carried_from
+    return f'''
+
+def _fp4patch_{fn}_refuse_carried(name, value, default):
+    """Refuse, under compile, a value of a parameter FlashInfer {release} added to {fn}() other than its default."""
+    shown = repr(value) if isinstance(value, (bool, int, float, str, type(None))) else "<" + type(value).__name__ + ">"
+    message = (
+        f"fp4patch: {fn}({{name}}={{shown}}) is not supported under torch.compile on FlashInfer {release} "
+        f"({{name}} is new in {release}: fp4patch carries the op verified on {verified}, checked at the default "
+        f"{{name}}={{default}} only); call it outside the compiled region, or with the default"
+    )
+    try:
+        from torch._dynamo.exc import Unsupported
+    except ImportError:  # a torch without Dynamo
+        raise NotImplementedError(message) from None
+    raise Unsupported(message)
+
+
+def _fp4patch_{fn}_mark_refusal():
+    constant = getattr(torch._dynamo, "assume_constant_result", None)
+    if constant is not None:
+        constant(_fp4patch_{fn}_refuse_carried)
+
+
+if _fp4patch_{fn}_available:
+    _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_mark_refusal)
+'''
+
+
+def source_defaults(target: CustomOpTarget) -> dict[str, str]:
+    """Each parameter of ``target``'s op source → its default as source text: the target's
+    ``[target.operation.defaults]`` for the release's own parameters, else the op source's (what an
+    absent parameter is bound to); parameters without a default are left out.
+
+    Raises:
+        OpSourceError: as :func:`check_op_source`.
+    """
+    op_fn = _spliced_op(_op_function(_parse_source(target.source)), target.source, target.helpers)
+    names, defaults = _signature(op_fn)
+    out = {name: ast.unparse(defaults[name]) for name in names if name in defaults}
+    out.update({k: v for k, v in target.defaults.items() if k in target.params})
+    return out
 
 
 def _absent_params(target: CustomOpTarget) -> dict[str, str]:

@@ -139,7 +139,7 @@ def command_recorded(args: CommandArguments) -> int | None:
 
     if args.command == "status":
         view = found.status
-        if not view or not view.get("listed"):
+        if not view or not view.get("listed") or args.skip:
             return None  # an apply with --spec/--skip/--strict recorded no status view; an unlisted release has notes
         render.status_output(found.header, view["recorded"], None, None, view["reports"], [], args.as_json, args.quiet)
         return EXIT_OK
@@ -241,7 +241,7 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     from . import render
 
     ok_states = set(SATISFIED) | ({"applicable"} if args.applicable else set()) | (set() if request.required else {UNSUPPORTED})
-    render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet)
+    render.verify_output(found.header, found.reports, True, ok_states, args.output, quiet=args.quiet, left_out=render.skipped_lines(args.skip))
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EnvironmentProblem, UsageError
+from .errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     import subprocess
@@ -181,15 +181,31 @@ def _own_bytecode() -> tuple[str | None, str]:
 
 
 def resolve(python: str | None, site_packages: str | Path | None) -> TargetEnvironment:
-    """The environment named by ``--python`` or ``--site-packages`` (default: this interpreter's).
+    """The environment named by ``--python`` or ``--site-packages`` (default: this interpreter's); both
+    together: :func:`checked_with`.
 
     Raises:
-        UsageError: both are given.
         EnvironmentProblem: see :func:`from_python` and :func:`from_site_packages`.
     """
     if python and site_packages:
-        raise UsageError("give --python or --site-packages, not both")
+        return checked_with(from_site_packages(site_packages), from_python(python))
     return from_python(python) if python else from_site_packages(site_packages) if site_packages else current()
+
+
+def checked_with(site: TargetEnvironment, interpreter: TargetEnvironment) -> TargetEnvironment:
+    """``--site-packages D --python P``: the files of ``site`` (D alone on the path: the distribution found and
+    patched there), with ``interpreter`` (P) running what needs torch — the CPU check of a release fp4patch does
+    not know, ``verify --trace``, ``scan`` — with D first on its ``sys.path``, and its bytecode settings. For
+    fp4patch installed without torch, patching a site-packages that another interpreter (one with torch, a CPU
+    build is enough) imports."""
+    return TargetEnvironment(
+        site.paths,
+        interpreter.python,
+        f"{site.description} (checked with {interpreter.description})",
+        interpreter.pycache_prefix,
+        interpreter.cache_tag,
+        (*site.options, *interpreter.options),
+    )
 
 
 def locate_distribution(env: TargetEnvironment, name: str) -> metadata.Distribution | None:

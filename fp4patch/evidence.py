@@ -15,7 +15,17 @@ its code, in this order (:func:`resolve`):
    signature equals the one it was verified with (else ``drifted``, naming each parameter added,
    removed or renamed) — and then the code that differs must be checked before it is applied
    (``needs-check``: the fake against the wrapper's own allocation on CPU and the fullgraph trace,
-   :mod:`fp4patch.cpu_check`), after which it is "checked on CPU for 0.7.5".
+   :mod:`fp4patch.cpu_check`), after which it is "checked on CPU for 0.7.5". Two changes of the
+   signature or the place are carried rather than refused:
+
+   * **a parameter added with a default** (:func:`carriable`): the nearest target is *carried*
+     (:func:`carried_target`): its redirect also takes the new parameter, and refuses under compile
+     any value but the wrapper's default with fp4patch's own first line (eager calls never see it);
+     the op, its fake and its check are the verified release's, at that default: "carried with
+     ``sf_round_up`` new in 0.7.5, checked at its default";
+   * **a function moved to another file** (:func:`moved_target`): the target is applied at the file
+     that defines the function now, its pieces read there ("moved from ... to ..."), as the same
+     code when they equal the evidence, else checked on CPU.
 
 A fingerprint covers FlashInfer's Python only, never its C++ kernels: a target taken on evidence
 says so and points at ``fp4patch verify --opcheck`` on a GPU.
@@ -64,6 +74,15 @@ class Basis:
             signature changes (``fp4_quantize(): parameter 'x' added``), or the failed check.
         digest: the installed code's fingerprint digest (one per target, ``+``-joined) or "".
         target: the taken target's version specifier (``str(SpecifierSet)``), "" when none.
+        carried: ``(name, default)`` of each parameter the installed wrapper added with a default
+            since ``release`` (the default as its source text, ``"False"``): the target is carried
+            (:func:`carried_target`), checked at those defaults only.
+        moved: ``(file the target names, file that defines the function now)`` when upstream moved
+            the edited function (:func:`moved_target`); ``()`` otherwise.
+        launcher: the C++ pieces (``path.cu:Class.method``, :mod:`fp4patch.native`) whose equality with
+            ``release``'s stood in for the outputs the CPU check cannot see (set by :mod:`fp4patch.cpu_check`).
+        unchecked: for ``needs-check``, why the CPU check could not run where ``apply`` ran it (no torch in
+            that interpreter) and what to do; "" when it was not tried. The spec stays ``needs-check``.
     """
 
     kind: str
@@ -72,6 +91,10 @@ class Basis:
     changes: tuple[str, ...] = ()
     digest: str = ""
     target: str = ""
+    carried: tuple[tuple[str, str], ...] = ()
+    moved: tuple[str, ...] = ()
+    launcher: tuple[str, ...] = ()
+    unchecked: str = ""
 
     @property
     def inherited(self) -> bool:
@@ -81,13 +104,19 @@ class Basis:
     def describe(self, spec_id: str = "") -> str:
         """One phrase for text output ("" for a listed release): "as verified on 0.7.4, same code"."""
         what = "; ".join(self.changes[:4]) + (f" (and {len(self.changes) - 4} more)" if len(self.changes) > 4 else "")
+        extra = "".join(f"; {p}" for p in self.notes())
         if self.kind == SAME_CODE:
-            return f"as verified on {self.release}, same code"
+            return f"as verified on {self.release}, same code{extra}"
         if self.kind == CHECKED:
-            return f"checked on CPU for {self.version} ({self.release}'s target; differs in {what})" if what else f"checked on CPU for {self.version}"
+            head = f"{self.carried_phrase()}, checked at {'its default' if len(self.carried) == 1 else 'their defaults'}" if self.carried else f"checked on CPU for {self.version}"
+            return f"{head} ({self.release}'s target; differs in {what}){extra}" if what else f"{head} ({self.release}'s target){extra}"
         if self.kind == NEEDS_CHECK:
             differs = f"differs from {self.release}, the nearest verified release, in {what}" if what else f"differs from {self.release}'s verified code"
-            return f"{differs}; `fp4patch apply` checks it on CPU before patching"
+            if self.carried:
+                differs = f"{self.carried_phrase()}, to be checked at {'its default' if len(self.carried) == 1 else 'their defaults'}; {differs}"
+            if self.unchecked:
+                return f"{differs}{extra}; {self.unchecked}"
+            return f"{differs}{extra}; `fp4patch apply` checks it on CPU before patching"
         if self.kind == CHANGED:
             return f"{what} (against {self.release}, the nearest verified release)" if self.release else what
         if self.kind == DECLARED:
@@ -95,6 +124,27 @@ class Basis:
         if self.kind == BY_SPECIFIER:
             return f"{self.version} is not a release fp4patch knows; taken by the spec's version specifier (no evidence recorded for this target)"
         return ""
+
+    def carried_phrase(self) -> str:
+        """``carried with `sf_round_up` new in 0.7.5`` ("" when nothing is carried)."""
+        if not self.carried:
+            return ""
+        names = ", ".join(f"`{name}`" for name, _ in self.carried)
+        return f"carried with {names} new in {self.version}"
+
+    def notes(self) -> list[str]:
+        """The phrases a carried target adds beyond its kind: where it moved, what the C++ launcher's evidence stood for."""
+        notes = []
+        if self.moved:
+            notes.append(f"moved from {self.moved[0]} to {self.moved[1]}")
+        if self.launcher:
+            by_file: dict[str, list[str]] = {}
+            for piece in self.launcher:
+                file, qualname = split_piece(piece, "")
+                by_file.setdefault(file, []).append(qualname.partition("[")[0])
+            where = "; ".join(f"{file or 'the module'}: {', '.join(dict.fromkeys(names))}" for file, names in by_file.items())
+            notes.append(f"the outputs the C++ launcher allocates as verified on {self.release} (the same allocation in {where})")
+        return notes
 
     def to_json(self) -> dict:
         """As ``--json`` prints it (``basis`` of a spec report; see docs/json-schema.json)."""
@@ -104,12 +154,20 @@ class Basis:
             "release": self.release,
             "changes": list(self.changes),
             "target": self.target,
+            "carried": [{"name": name, "default": default} for name, default in self.carried],
+            "moved": list(self.moved),
+            "launcher": list(self.launcher),
+            "unchecked": self.unchecked,
             "description": self.describe(),
         }
 
     @classmethod
     def from_json(cls, data: dict) -> Basis:
-        return cls(data["kind"], data.get("version", ""), data.get("release", ""), tuple(data.get("changes", ())), data.get("digest", ""), data.get("target", ""))
+        return cls(
+            data["kind"], data.get("version", ""), data.get("release", ""), tuple(data.get("changes", ())), data.get("digest", ""), data.get("target", ""),
+            tuple((c["name"], c["default"]) for c in data.get("carried", ())), tuple(data.get("moved", ())), tuple(data.get("launcher", ())),
+            data.get("unchecked", ""),
+        )
 
     def to_record(self) -> dict:
         """As the manifest keeps it (with the digest, which ``--json`` leaves out)."""
@@ -173,21 +231,22 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
         targets = spec.targets_for(version)
         return Resolution(targets, Basis(LISTED if targets else NO_TARGET, v, target=_label(targets)))
     patching = [t for t in spec.targets if not t.status]
-    # 1. same code as a verified release
+    # 1. same code as a verified release (read where the function is defined now: upstream may have moved it)
     matches = []
     for target in patching:
         entries = _evidence_of(catalog, spec, target)
         if not entries:
             continue
-        pieces = fingerprint(reader, target).pieces
+        placed, moved = moved_target(reader, target, search=False)  # (the nearest target alone is searched for, below)
+        pieces = fingerprint(reader, placed).pieces
         for entry in entries:
             if entry.code == pieces:
-                matches.append((entry, target))
+                matches.append((entry, placed, moved))
     if matches:
-        entry = _closest([e for e, _ in matches], version)
-        target = next(t for e, t in matches if e is entry)
+        entry = _closest([e for e, _, _ in matches], version)
+        placed, moved = next((t, m) for e, t, m in matches if e is entry)
         release = str(_nearest_release(entry, version))
-        return Resolution([target], Basis(SAME_CODE, v, release, digest=fingerprint(reader, target).digest, target=str(target.versions)))
+        return Resolution([placed], Basis(SAME_CODE, v, release, digest=fingerprint(reader, placed).digest, target=str(placed.versions), moved=moved))
     # 2. what the spec itself says for this version: declarations, targets without evidence
     if evidenced is None:
         evidenced = {e.target for e in catalog.evidence.get(spec.id, [])}
@@ -204,31 +263,207 @@ def resolve(spec: Spec, version: Version, catalog: Catalog, reader: ModuleReader
     changes: list[str] = []
     digests = []
     release = str(nearest.version)
+    placed_targets: list[Target] = []
+    carried: list[tuple[str, str]] = []
+    moves: tuple[str, ...] = ()
     for target in targets:
         entries = _evidence_of(catalog, spec, target)
-        installed = fingerprint(reader, target)
+        placed, moved = moved_target(reader, target) if len(targets) == 1 else (target, ())
+        installed = fingerprint(reader, placed)
         digests.append(installed.digest)
         if not entries:
             changes.append(f"{target.file}: no evidence recorded for this target")
+            placed_targets.append(placed)
             continue
         entry = _closest(entries, version)
         release = str(_nearest_release(entry, version))
         changes += installed.changed(entry.code)
-        edited = edited_function(target)
+        moves = moves or moved
+        edited = edited_function(placed)
         if edited:
             where, nodes = reader.locate(*edited)
-            if nodes and where != edited[0]:  # the module imports it now: upstream moved the function
-                moved = f"{edited[1]}() is no longer defined in {edited[0]}: this release defines it in {where} (a new target is needed)"
-                return Resolution(targets, Basis(CHANGED, v, release, (moved,), "+".join(digests), _label(targets)))
+            if nodes and where != edited[0]:  # defined in another file, and not found there by itself: ambiguous
+                moved_note = f"{edited[1]}() is no longer defined in {edited[0]}: this release defines it in {where} (a new target is needed)"
+                return Resolution(targets, Basis(CHANGED, v, release, (moved_note,), "+".join(digests), _label(targets)))
         if edited and entry.signature:
-            now = installed_signature(reader, target)
+            now = installed_signature(reader, placed)
             verified = [list(row) for row in entry.signature]
             if not now:
                 return Resolution(targets, Basis(CHANGED, v, release, (f"{edited[1]}() not found in {edited[0]}",), "+".join(digests), _label(targets)))
-            moved = signature_changes(now, verified, edited[1])
-            if moved:
-                return Resolution(targets, Basis(CHANGED, v, release, tuple(moved), "+".join(digests), _label(targets)))
-    return Resolution(targets, Basis(NEEDS_CHECK, v, release, tuple(dict.fromkeys(changes)), "+".join(digests), _label(targets)))
+            differs = signature_changes(now, verified, edited[1])
+            if differs:
+                adds, refusals = carriable(now, verified, edited[1], placed)
+                if refusals or len(targets) != 1:
+                    return Resolution(targets, Basis(CHANGED, v, release, tuple(refusals or differs), "+".join(digests), _label(targets)))
+                carried += adds
+                placed = carried_target(placed, adds, v, release)
+        placed_targets.append(placed)
+    return Resolution(
+        placed_targets,
+        Basis(NEEDS_CHECK, v, release, tuple(dict.fromkeys(changes)), "+".join(digests), _label(targets), tuple(carried), moves),
+    )
+
+
+# ---------------------------------------------------------------------------- carried targets
+def _default_comparable(code: str) -> bool:
+    """True when a parameter's default (its source text) is a value the carried redirect can compare a
+    caller's argument with while Dynamo traces: a literal (``False``, ``None``, ``16``, ``'auto'``, a tuple
+    of those) or a dotted name (``SfLayout.layout_128x4``), evaluated in the wrapper's module."""
+    import ast
+
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return False
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        pass
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _same_default(a: str, b: str) -> bool:
+    """Whether two defaults' source texts are the same value (literals by value, else the same expression)."""
+    import ast
+
+    try:
+        return ast.literal_eval(a) == ast.literal_eval(b) and type(ast.literal_eval(a)) is type(ast.literal_eval(b))
+    except (ValueError, SyntaxError):
+        try:
+            return ast.dump(ast.parse(a, mode="eval")) == ast.dump(ast.parse(b, mode="eval"))
+        except SyntaxError:
+            return False
+
+
+def carriable(installed: list[list[str]], verified: list[list[str]], function: str, target: Target) -> tuple[list[tuple[str, str]], list[str]]:
+    """Whether a wrapper whose parameters changed from ``verified`` to ``installed`` (rows of
+    :func:`fp4patch.fingerprint.signature`) can keep ``target`` (a spec :class:`~fp4patch.spec.Target`):
+    ``(carried, refusals)``.
+
+    It can when the only change is parameters added, each with a default the redirect can compare with
+    (:func:`_default_comparable`), to a ``custom-op`` whose wrapper is ``function``: ``carried`` lists them
+    as ``(name, default source text)``, ``refusals`` is empty. Otherwise ``refusals`` names every change that
+    stops it (the phrases of :func:`fp4patch.fingerprint.signature_changes`, with the reason for an added
+    parameter that cannot be carried): a parameter removed, renamed, reordered, of another kind or with
+    another default; one added without a default, as ``*args``/``**kwargs``, with a default that is not a
+    constant, or that the op source knows with another default (the fake binds it to that one on releases
+    without it) or models release by release (a key of its ``RELEASE`` named for it: ``output_check`` for
+    ``output``, ``backends`` for ``backend``); or a target that is not a ``custom-op`` of ``function``. Never raises.
+    """
+    from .fingerprint import signature_changes
+
+    changes = signature_changes(installed, verified, function)
+    old = {row[0] for row in verified}
+    added = [row for row in installed if row[0] not in old]
+    others = [c for c in changes if not any(c == f"{function}(): parameter {row[0]!r} added" for row in added)]
+    ops = [kwargs["target"] for kind, kwargs in target.operation_specs if kind == "custom-op" and kwargs["function"] == function]
+    if not ops:
+        return [], changes
+    op = ops[0]
+    if others:
+        return [], changes
+    from .custom_op import release_data, source_defaults
+
+    known = source_defaults(op)
+    modelled = sorted(release_data(op))
+    carried, refusals = [], []
+    for name, kind, default in added:
+        phrase = f"{function}(): parameter {name!r} added"
+        keys = [k for k in modelled if k == name or k.startswith(name)]
+        if kind in ("*args", "**kwargs"):
+            refusals.append(f"{phrase} as {kind}, which fp4patch cannot carry")
+        elif not default:
+            refusals.append(f"{phrase} without a default (a call must pass it, and {op.spec_id or 'the spec'}'s op does not take it)")
+        elif not _default_comparable(default):
+            refusals.append(f"{phrase} with the default {default}, which fp4patch cannot compare a call's argument with")
+        elif name in known and not _same_default(known[name], default):
+            refusals.append(
+                f"{phrase} with the default {default}; the op binds it to {known[name]} on releases without it, so its fake would not mirror the default"
+            )
+        elif name in known and keys:  # e.g. output_check for output: how the parameter behaves is data of each release
+            refusals.append(
+                f"{phrase}; the op models it release by release ({', '.join(keys)} of its RELEASE), and the nearest release's "
+                "data describe a release without it"
+            )
+        else:
+            carried.append((name, default))
+    return (carried, []) if not refusals else ([], refusals)
+
+
+def carried_target(target: Target, carried: list[tuple[str, str]] | tuple[tuple[str, str], ...], version: str, release: str) -> Target:
+    """``target`` carried to a release whose wrapper added the parameters ``carried`` (``(name, default)``,
+    :func:`carriable`): its ``custom-op`` takes them as the wrapper's parameters too, and the redirect refuses,
+    while compiling, a value other than the default (:func:`fp4patch.custom_op.render`; ``version``: the
+    installed release, ``release``: the verified one, both named in that refusal). The op, its fake and its
+    check are ``target``'s. ``target`` itself when nothing is carried."""
+    from dataclasses import replace
+
+    if not carried:
+        return target
+    names = tuple(name for name, _ in carried)
+    specs = []
+    for kind, kwargs in target.operation_specs:
+        if kind == "custom-op":
+            op = replace(kwargs["target"], carried=tuple(carried), carried_release=version, carried_from=release)
+            kwargs = {**kwargs, "target": op, "anchor_params": (*kwargs["anchor_params"], *names)}
+        specs.append((kind, kwargs))
+    return replace(target, operation_specs=specs, _operations=None)
+
+
+# ---------------------------------------------------------------------------- moved targets
+def moved_target(reader: ModuleReader, target: Target, search: bool = True) -> tuple[Target, tuple[str, ...]]:
+    """``(target, ())``, or, when the function ``target`` edits is no longer defined in its ``file`` but in
+    another file of the same package (the old module importing it from there, or, with ``search``, not at
+    all: every module of the package is looked at), ``(target at that file, (old file, new file))``: the same
+    operations, callers and mirrors, read and applied where the function is now. A function defined in several
+    other files is not moved (the caller then reports it as changed). Reads only."""
+    from dataclasses import replace
+
+    edited = edited_function(target)
+    if edited is None or target.status:
+        return target, ()
+    file, name = edited
+    if file != target.file:
+        return target, ()
+    tree = reader.tree(file)
+    if tree is not None and _defines(tree, name):
+        return target, ()
+    where, nodes = reader.locate(file, name)
+    if not nodes or where == file:
+        found = _search_definition(reader, file, name) if search else None
+        if found is None:
+            return target, ()
+        where = found
+    return replace(target, file=where, _operations=None), (file, where)
+
+
+def _defines(tree, name: str) -> bool:
+    from .fingerprint import resolve as resolve_name
+
+    return any(type(n).__name__ in ("FunctionDef", "AsyncFunctionDef") for n in resolve_name(tree, name))
+
+
+def _search_definition(reader: ModuleReader, file: str, name: str) -> str | None:
+    """The one file of ``file``'s top-level package (under ``reader.site_packages``) that defines function
+    ``name`` at module level, or None (none, or several)."""
+    package = file.split("/")[0]
+    root = reader.site_packages / package
+    if not root.is_dir():
+        return None
+    needle = f"def {name}(".encode()
+    found = []
+    for path in sorted(root.rglob("*.py")):  # once per command at most: the nearest target of a spec whose function left its file
+        relative = path.relative_to(reader.site_packages).as_posix()
+        data = reader.read(relative)
+        if data is None or needle not in data:
+            continue
+        tree = reader.tree(relative)
+        if tree is not None and _defines(tree, name):
+            found.append(relative)
+    return found[0] if len(found) == 1 else None
 
 
 def _label(targets: list) -> str:

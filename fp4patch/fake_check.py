@@ -66,6 +66,9 @@ class FakeCheckResult:
         error: why the function could not be checked at all ("" when it was).
         reasons: case name -> the grid's reason (its ``kernel_outputs``) for each ``not_visible`` case that
             gives one (read from the grid in this process: the probe's JSON carries the names alone).
+        fake_raised: the ``not_visible`` cases in which the fake raised an error that is not fp4patch's own refusal
+            while the wrapper returned (past the kernel launch, its outputs unseen): the fake refuses what the release
+            accepts, whatever the kernel's outputs are (:mod:`fp4patch.cpu_check` then takes no launcher evidence).
     """
 
     ok: bool
@@ -77,6 +80,7 @@ class FakeCheckResult:
     unchecked: list[str] = field(default_factory=list)
     error: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
+    fake_raised: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One phrase for a failed check: the error, the first differing case, the cases whose
@@ -176,6 +180,7 @@ def _result(summary: dict[str, Any]) -> FakeCheckResult:
         not_visible=list(summary.get("not_visible", [])),
         unchecked=[f"{u['case']}: {u['reason']}" for u in summary.get("unchecked", [])],
         error=summary.get("error", ""),
+        fake_raised=list(summary.get("not_visible_fake_raised", [])),
     )
     result.ok = not (result.error or result.failures or result.not_visible or result.unchecked)
     return result

@@ -42,7 +42,9 @@ True``: its cases run under a ``ShapeEnv``, and such a size reads ``"u0"``.
 
 Output (``--json``): ``{"flashinfer": version, "torch": version, "functions": {function: {"cases": n,
 "compared": n, "skipped_kernel": n, "unchecked": [{"case", "reason"}], "not_visible": [case names],
-"failures": [{"case", "real", "fake"}], "outputs": [output names], "error": ""}}}``; ``real`` / ``fake``
+"failures": [{"case", "real", "fake"}], "outputs": [output names], "error": ""}}}`` (and
+``"not_visible_fake_raised"``: the not-visible cases where the wrapper returned and the fake raised an error other
+than fp4patch's refusal); ``real`` / ``fake``
 are outcomes, ``{"ok": metadata}`` or ``{"error": [class, first line]}``. ``error`` is why a function
 could not be checked at all (no such function, not patched, a grid that fails). Exit status: 0 when
 every function passes (no error, failure, not-visible or unchecked case), 1 otherwise, 2 when torch or
@@ -217,6 +219,7 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             fake = getattr(module, f"_fp4patch_{function}_entry", None)
             if not fake:  # None: not patched; False: this torch cannot register the op
                 raise CaseError(f"{module.__name__} holds no _fp4patch_{function}_entry: run fp4patch apply first (or its op could not be registered)")
+        fake = carried_at_defaults(fake, fn, request["params"])
         stubs = grid.stubs(oracle, recorder, flashinfer) if hasattr(grid, "stubs") else contextlib.nullcontext()
         shape_env = None
         if getattr(grid, "DYNAMIC_OUTPUT_SIZES", False):  # a fake gives a data-dependent size (get_ctx().new_dynamic_size())
@@ -240,9 +243,31 @@ def run_function(oracle, flashinfer, torch, recorder, request, fake=None):
             summary["compared"] += 1
             if r["status"] == "not-visible":
                 summary["not_visible"].append(r["name"])
+                fake, real = r.get("fake") or {}, r.get("real") or {}
+                if "error" in fake and "error" not in real and not str(fake["error"][1]).startswith("fp4patch:"):
+                    # the wrapper returned (the kernel's outputs unseen) where the fake raised FlashInfer's kind of error:
+                    # a refusal the release no longer makes, whatever those outputs are (fp4patch.cpu_check: no launcher
+                    # evidence for it). Where both raise (the wrapper on the kernel's missing outputs) nothing is said.
+                    summary.setdefault("not_visible_fake_raised", []).append(r["name"])
             elif r["status"] == "failed":
                 summary["failures"].append({"case": r["name"], "real": r["real"], "fake": r["fake"]})
     return summary, records
+
+
+def carried_at_defaults(fake, fn, params):
+    """``fake``, or, when the wrapper ``fn`` takes parameters beyond ``params`` (a target carried to a release
+    that added them: ``fp4patch.evidence.carried_target``, whose op does not take them), ``fake`` called without
+    those that hold the wrapper's default (a grid built from ``params`` never passes them); a call with
+    another value reaches ``fake`` with it (and fails there: the carried op is checked at the default only)."""
+    signature = inspect.signature(fn).parameters
+    extra = {name: p.default for name, p in signature.items() if name not in params and p.default is not inspect.Parameter.empty}
+    if not extra:
+        return fake
+
+    def call(**kwargs):
+        return fake(**{k: v for k, v in kwargs.items() if not (k in extra and v is extra[k])})
+
+    return call
 
 
 def passed(summary):

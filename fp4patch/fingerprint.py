@@ -13,7 +13,8 @@ constant changes it.
 A piece is named as in a spec's ``mirrors``: ``qualname`` for a definition in the target's own
 file (a dotted path through classes and functions, any nesting: ``get_fp4_quantization_module.fp4_quantize_sm100``;
 a module-level assignment by its name: ``_UNSET``), or ``path.py:qualname`` for one in another file
-(relative to site-packages: ``flashinfer/utils.py:round_up``).
+(relative to site-packages: ``flashinfer/utils.py:round_up``), or ``path.cu:Class.method[names]`` for C++
+launcher code the fake mirrors (read as tokens, comments and whitespace gone: :mod:`fp4patch.native`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .native import is_native, piece_text
 
 #: The value of a piece that the installed code does not define (a file or a name missing).
 MISSING = "missing"
@@ -106,6 +109,95 @@ def resolve(module: ast.Module, qualname: str) -> list[ast.stmt]:
     return scopes
 
 
+def split_selection(qualname: str) -> tuple[str, tuple[str, ...]]:
+    """``("f", ("a", "b"))`` for ``"f[a,b]"``; ``("f", ())`` for a piece without a statement selection."""
+    name, bracket, rest = qualname.partition("[")
+    return name, tuple(n.strip() for n in rest.rstrip("]").split(",") if n.strip()) if bracket else ()
+
+
+def is_selection(piece: str) -> bool:
+    """True for a piece that names statements (``qualname[names]``, Python or C++): the allocation of outputs the
+    CPU check cannot see (:mod:`fp4patch.cpu_check`), as opposed to a whole definition."""
+    return piece.endswith("]") and "[" in piece
+
+
+def statements_naming(node: ast.AST, names: tuple[str, ...]) -> list[str]:
+    """The simple statements inside definition ``node`` (any depth) that assign one of ``names`` — a variable, or
+    an attribute of that name (``x.name = ...``), alone or in a tuple, plain, annotated or augmented; ``return``
+    names every return statement (as written: what they read is not followed) — and, to a fixed point, the
+    statements that assign a local name an assignment selected reads (``routing_dtype`` in
+    ``topk_weights = torch.empty(..., dtype=routing_dtype)``); each as
+    ``"<enclosing tests> => <canonical statement>"``: the conditions of the ``if``, ``while``, ``for`` and
+    ``with`` it stands in (an ``else`` branch as ``not <test>``). Where an output is allocated, with what it is
+    sized, and what is returned — not every call that passes it on. Docstrings never count."""
+    wanted = set(names)
+    while True:
+        out = _statements_assigning(node, wanted)
+        read = {n.id for line in out if not isinstance(line[1], ast.Return) for n in line[2]} & _assigned_names(node)
+        if read <= wanted:
+            return [line[0] for line in out]
+        wanted |= read
+
+
+def _assigned_names(node: ast.AST) -> set[str]:
+    """Every plain name a statement inside ``node`` assigns (its local variables)."""
+    names = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+            names.add(inner.id)
+    return names
+
+
+def _statements_assigning(node: ast.AST, wanted: set[str]) -> list[tuple[str, ast.stmt, list[ast.AST]]]:
+    """``(line, statement, the nodes it reads)`` of each statement :func:`statements_naming` selects for ``wanted``."""
+    out: list[tuple[str, ast.stmt, list[ast.AST]]] = []
+
+    def assigned(target: ast.AST) -> bool:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any(assigned(t) for t in target.elts)
+        if isinstance(target, ast.Starred):
+            return assigned(target.value)
+        return (isinstance(target, ast.Name) and target.id in wanted) or (isinstance(target, ast.Attribute) and target.attr in wanted)
+
+    def named(statement: ast.stmt) -> bool:
+        if isinstance(statement, ast.Return):
+            return "return" in wanted
+        if isinstance(statement, ast.Assign):
+            return any(assigned(t) for t in statement.targets)
+        if isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
+            return assigned(statement.target)
+        return False
+
+    def visit(body: list[ast.stmt], heads: tuple[str, ...]) -> None:
+        for statement in body:
+            if isinstance(statement, (ast.If, ast.While)):
+                test = canonical(statement.test)
+                visit(statement.body, (*heads, test))
+                visit(statement.orelse, (*heads, f"not {test}"))
+            elif isinstance(statement, (ast.For, ast.AsyncFor)):
+                head = f"for {canonical(statement.target)} in {canonical(statement.iter)}"
+                visit(statement.body, (*heads, head))
+                visit(statement.orelse, (*heads, f"{head} else"))
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                visit(statement.body, (*heads, f"with {canonical(statement.items)}"))
+            elif isinstance(statement, ast.Try) or type(statement).__name__ == "TryStar":
+                visit(statement.body, (*heads, "try"))
+                for handler in statement.handlers:
+                    visit(handler.body, (*heads, f"except {canonical(handler.type) if handler.type else ''}"))
+                visit(statement.orelse, (*heads, "try else"))
+                visit(statement.finalbody, (*heads, "finally"))
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(statement.body, (*heads, f"def {statement.name}"))
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str):
+                continue  # a docstring or a string statement
+            elif named(statement):
+                read = [n for n in ast.walk(statement.value) if isinstance(n, ast.Name)] if getattr(statement, "value", None) is not None else []
+                out.append((" | ".join(heads) + " => " + canonical(statement), statement, read))
+
+    visit(getattr(node, "body", []), ())
+    return out
+
+
 def split_piece(piece: str, default_file: str) -> tuple[str, str]:
     """``(file, qualname)`` of a piece name (``path.py:qualname`` or a ``qualname`` of ``default_file``)."""
     if ":" in piece:
@@ -147,11 +239,27 @@ class ModuleReader:
         return self._trees[relative]
 
     def piece(self, piece: str, default_file: str) -> str:
-        """The digest of one piece's canonical code, or :data:`MISSING`."""
-        nodes = self.definitions(*split_piece(piece, default_file))
+        """The digest of one piece's canonical code, or :data:`MISSING` (a C++ piece: of its normalised
+        tokens, :func:`fp4patch.native.piece_text`)."""
+        file, qualname = split_piece(piece, default_file)
+        if is_native(file):
+            text = self.native_text(file, qualname)
+            return MISSING if text is None else _digest(text)
+        qualname, names = split_selection(qualname)
+        nodes = self.definitions(file, qualname)
         if not nodes:
             return MISSING
+        if names:
+            return _digest("\n".join(line for n in nodes for line in statements_naming(n, names)))
         return _digest("\n".join(canonical(_without_docstrings(n)) for n in nodes))
+
+    def native_text(self, file: str, qualname: str) -> str | None:
+        """The normalised C++ code piece ``qualname`` of ``file`` names (:func:`fp4patch.native.piece_text`), or
+        None when the file is missing or does not define it."""
+        data = self.read(file)
+        if data is None:
+            return None
+        return piece_text(data.decode("utf-8", errors="replace"), qualname)
 
     def definitions(self, file: str, qualname: str) -> list[ast.stmt]:
         """The definitions ``qualname`` names as module ``file`` sees it: defined there, or bound
@@ -232,6 +340,19 @@ class Fingerprint:
         """Names of the pieces whose digest differs from ``other``'s (or that only one of them has)."""
         names = list(dict.fromkeys([*self.pieces, *other]))
         return [n for n in names if self.pieces.get(n) != other.get(n)]
+
+
+def native_files(specs) -> set[str]:
+    """The site-packages-relative C++ files the ``mirrors`` of ``specs`` name (what an unpacked release must keep
+    besides its Python sources for their fingerprints: :func:`fp4patch.releases.unpack`)."""
+    return {
+        split_piece(name, "")[0]
+        for spec in specs
+        for target in spec.targets
+        for _, kwargs in target.operation_specs
+        for name in kwargs.get("mirrors", ())
+        if is_native(split_piece(name, "")[0])
+    }
 
 
 def target_pieces(target) -> list[str]:
@@ -318,7 +439,15 @@ def signature_changes(installed: list[list[str]], verified: list[list[str]], fun
 def source_segment(reader: ModuleReader, piece: str, default_file: str) -> tuple[str, str]:
     """``(file, source text)`` of a piece as its file has it (decorators included, imports followed),
     for a hunk; the text is "" when the piece is missing."""
-    where, nodes = reader.locate(*split_piece(piece, default_file))
+    file, qualname = split_piece(piece, default_file)
+    if is_native(file):
+        text = reader.native_text(file, qualname)
+        return file, "" if text is None else text + "\n"
+    qualname, names = split_selection(qualname)
+    if names:  # the statements selected, as the fingerprint reads them
+        where, nodes = reader.locate(file, qualname)
+        return where, "".join(line + "\n" for n in nodes for line in statements_naming(n, names))
+    where, nodes = reader.locate(file, qualname)
     data = reader.read(where)
     if data is None or not nodes:
         return where, ""

@@ -7,6 +7,7 @@ sources are laid out with a minimal ``.dist-info`` so :mod:`importlib.metadata` 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,6 +34,16 @@ def is_source(relative: str) -> bool:
     """True for a site-packages-relative path :data:`SOURCE_SUFFIXES` keeps (outside ``<package>/data/``)."""
     parts = relative.split("/")
     return relative.endswith(SOURCE_SUFFIXES) and not (len(parts) > 2 and parts[1] == "data")
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprinted_native() -> frozenset[str]:
+    """The C++ files the built-in specs' ``mirrors`` name (:func:`fp4patch.fingerprint.native_files`), which a
+    sources-only unpack keeps so that their fingerprints can be taken (read once per process)."""
+    from .fingerprint import native_files
+    from .spec import load_specs
+
+    return frozenset(native_files(load_specs(None)))
 
 
 def cache_dir() -> Path:
@@ -151,13 +162,15 @@ def pip_reason(stderr: str) -> str:
     return (meaningful or lines or ["no output"])[-1]
 
 
-def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path:
+def unpack(archive: Path, destination: Path, sources_only: bool = False, keep: frozenset[str] | None = None) -> Path:
     """Unpack ``archive`` (wheel or sdist) into ``destination`` and return the site-packages dir.
 
     A wheel is extracted as is (its ``.dist-info`` included); with ``sources_only``, only its
     Python sources, the small data files its import reads (:func:`is_source`) and ``.dist-info``
     (what the static checks read and an import needs: a 0.7.x wheel unpacks to ~700 MB in all,
-    mostly CUDA sources and binaries). For an sdist, the top-level
+    mostly CUDA sources and binaries), and the files of ``keep`` (site-packages-relative paths;
+    default :func:`fingerprinted_native`: the C++ launcher sources the built-in specs fingerprint,
+    under ``flashinfer/data/csrc/``). For an sdist, the top-level
     packages are copied and a ``<name>-<version>.dist-info/METADATA`` is written from PKG-INFO.
 
     Raises:
@@ -166,7 +179,8 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False) -> Path
     destination.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
-            members = [n for n in wheel.namelist() if not sources_only or is_source(n) or ".dist-info/" in n]
+            kept = fingerprinted_native() if keep is None else keep
+            members = [n for n in wheel.namelist() if not sources_only or is_source(n) or ".dist-info/" in n or n in kept]
             wheel.extractall(destination, members)
         return destination
     if archive.name.endswith(".tar.gz"):

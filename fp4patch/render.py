@@ -191,6 +191,12 @@ def inherited_lines(version: str, reports: list[dict[str, Any]], each: bool = Tr
     return [*lines, *wrap(f"note: {version} is not a release fp4patch was verified on; {OPCHECK_NOTE}")]
 
 
+def skipped_lines(skip: Iterable[str] | None) -> list[str]:
+    """``left out <id>: --skip`` for each spec ``--skip`` names, once each: what ``apply``, ``verify`` and ``scan``
+    print alike for a spec left out by name."""
+    return [f"left out {spec_id}: --skip" for spec_id in dict.fromkeys(skip or ())]
+
+
 def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
     """``verify --trace`` cases (:mod:`fp4patch.trace`) as a title line and aligned rows: case,
     PASS/FAIL, graphs, graph breaks, custom ops, output layout (or the error's first line)."""
@@ -229,7 +235,7 @@ def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-SCAN_STYLE = {"compiles": "green", "fails": "red", "not-present": "dim", "no-call": "yellow", "not-needed": "cyan"}
+SCAN_STYLE = {"compiles": "green", "fails": "red", "not-present": "dim", "no-call": "yellow", "not-needed": "cyan", "left-out": "cyan"}
 
 
 def scan_detail(r: dict[str, Any]) -> str:
@@ -238,6 +244,8 @@ def scan_detail(r: dict[str, Any]) -> str:
     line, or ``not present``."""
     from .scan_probe import describe
 
+    if r["status"] == "left-out":  # set by fp4patch (trace.leave_out): its spec left out with --skip
+        return f"{r['declared']} (the scan saw: {r.get('scanned')})"
     return describe(r)
 
 
@@ -263,11 +271,14 @@ def scan_lines(results: list[dict[str, Any]]) -> list[str]:
 
 def scan_summary(results: list[dict[str, Any]]) -> str:
     """``N/M present functions compile as one graph``, then ``; K declared not needed (names)`` for the functions
-    a spec declares ``not-needed`` (:func:`fp4patch.trace.declare_not_needed`), which M does not count."""
-    present = [r for r in results if r["status"] not in ("not-present", "not-needed")]
+    a spec declares ``not-needed`` (:func:`fp4patch.trace.declare_not_needed`) and ``; J left out with --skip (names)``
+    for those whose spec ``--skip`` names (:func:`fp4patch.trace.leave_out`), which M does not count."""
+    present = [r for r in results if r["status"] not in ("not-present", "not-needed", "left-out")]
     declared = [r["name"] for r in results if r["status"] == "not-needed"]
+    skipped = [r["name"] for r in results if r["status"] == "left-out"]
     line = f"{sum(1 for r in present if r['status'] == 'compiles')}/{len(present)} present functions compile as one graph"
-    return line + (f"; {len(declared)} declared not needed, not counted ({', '.join(declared)})" if declared else "")
+    line += f"; {len(declared)} declared not needed, not counted ({', '.join(declared)})" if declared else ""
+    return line + (f"; {len(skipped)} left out with --skip, not counted ({', '.join(skipped)})" if skipped else "")
 
 
 def failure_hint(
@@ -434,21 +445,28 @@ def verify_output(
     opcheck: list[dict[str, Any]] | None = None,
     functions: list[dict[str, Any]] | None = None,
     apply_options: Sequence[str] = (),
+    left_out: Sequence[str] = (),
+    trace_note: str = "",
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
     ``version`` and ``site_packages`` (strings); ``cases`` are ``--trace`` results or None;
     ``functions`` the scan results of the patched functions ``--trace`` compiled (or None);
     ``apply_options`` the target and specs options verify was given, for the advised ``fp4patch apply``
-    (:func:`apply_command`).
+    (:func:`apply_command`); ``left_out`` one line per spec left out with ``--skip`` (``left out <id>: --skip``);
+    ``trace_note`` why ``--trace`` ran no probe case (its spec left out), printed in place of the cases.
 
     ``table`` is aligned lines (:func:`reports_lines`, :func:`trace_lines`), coloured on a
     terminal (:func:`use_color`); it imports nothing beyond the standard library. ``quiet``
     silences it (JSON and annotations are not affected: the CLI refuses them with ``--quiet``)."""
     if output == "json":
         payload = {**header, "ok": ok, "interrupted": interrupted, "specs": reports}
+        if left_out:
+            payload["left_out"] = [line.split(" ")[2].rstrip(":") for line in left_out]
         if cases is not None:
             payload["trace"] = cases
+        if trace_note:
+            payload["trace_note"] = trace_note
         if opcheck is not None:
             payload["opcheck"] = opcheck
         if functions is not None:
@@ -461,9 +479,12 @@ def verify_output(
         color = use_color()
         lines = [f"{paint(header['distribution'] + ' ' + header['version'], 'bold', color)} in {header['site_packages']}"]
         lines += reports_lines(reports, color=color)
+        lines += list(left_out)
         lines += inherited_lines(header["version"], reports, each=False)
         if cases is not None:
             lines += trace_lines(cases, color)
+        if trace_note:
+            lines.append(f"fullgraph trace: left out ({trace_note})")
         if functions:
             lines += ["patched functions under fullgraph:", *scan_lines(functions)]
         if opcheck is not None:
@@ -515,14 +536,16 @@ def split_declared(ids: list[str], reports: list[dict]) -> tuple[list[str], str]
 
 def status_output(
     header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
-    note: list[str], as_json: bool, quiet: bool = False,
+    note: list[str], as_json: bool, quiet: bool = False, skip: Iterable[str] | None = None,
 ) -> None:
     """Print what ``fp4patch status`` prints: ``header`` (``schema``, ``distribution``, ``version``, ``site_packages``),
     the specs fp4patch's record names (``recorded``), the notes on a stale record and an interrupted run (or None),
-    every spec's report (``--json`` dicts) and ``note`` (lines on a release fp4patch does not know); JSON with
+    every spec's report (``--json`` dicts), ``note`` (lines on a release fp4patch does not know) and the spec ids
+    ``--skip`` left out (``skip``, JSON ``left_out``); JSON with
     ``as_json``, nothing with ``quiet``. Shared by the CLI and the recorded fast path (:mod:`fp4patch.entry`)."""
     if as_json:
-        print(json.dumps({**header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "specs": reports}, indent=2))
+        left_out = {"left_out": list(dict.fromkeys(skip))} if skip else {}
+        print(json.dumps({**header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "specs": reports, **left_out}, indent=2))
         return
     if quiet:
         return
@@ -534,6 +557,7 @@ def status_output(
         *(wrap(f"stale record: {stale}") if stale else []),
         *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
         *reports_lines(reports, show_summary=True, color=color),
+        *skipped_lines(skip),
         *note,
     ]
     print("\n".join(lines), flush=True)
@@ -541,11 +565,12 @@ def status_output(
 
 def apply_output(
     header: dict[str, Any], selected: list[str], reports: list[dict[str, Any]], required: Iterable[str], written: list[tuple[str, list[str]]],
-    backups: Path | str, as_json: bool,
+    backups: Path | str, as_json: bool, skipped: Sequence[dict[str, Any]] = (),
 ) -> None:
     """Print what ``fp4patch apply`` prints: ``selected`` (spec ids, in order) with their ``reports`` (``--json``
     dicts), ``required`` (ids that may not be left out as unsupported), ``written`` (``(file, spec ids)`` of each file
-    written; empty when nothing was), ``backups`` (fp4patch's state directory). Shared by the CLI and the recorded
+    written; empty when nothing was), ``backups`` (fp4patch's state directory), ``skipped`` (``{id, state, detail:
+    "--skip"}`` of each spec ``--skip`` left out). Shared by the CLI and the recorded
     fast path of an apply that has nothing to write (:mod:`fp4patch.entry`)."""
     required = set(required)
     left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
@@ -554,7 +579,7 @@ def apply_output(
             **header,
             "specs": list(selected),
             "written": [relative for relative, _ in written],
-            "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out],
+            "left_out": [{"id": r["id"], "state": r["state"], "detail": r["detail"]} for r in left_out] + list(skipped),
             "basis": {r["id"]: r["basis"] for r in reports if r.get("basis") and r["basis"]["kind"] != "listed"},
         }, indent=2))
         return
@@ -570,6 +595,7 @@ def apply_output(
         lines += wrap(f"{header['distribution']} {header['version']}: applied {', '.join(ids)}{declared}; backups in {backups}")
     for r in left_out:
         lines += wrap(f"left out {r['id']}: unsupported on {header['version']}: {r['detail']} (`--strict` makes this an error)")
+    lines += skipped_lines([r["id"] for r in skipped])
     lines += inherited_lines(header["version"], reports)
     if not _quiet():
         print("\n".join(lines), flush=True)

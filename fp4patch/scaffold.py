@@ -236,6 +236,9 @@ def add_target(engine, spec, directory: Path) -> Path:
     notes = [
         f"# started by `fp4patch new {spec.id} --add-target` on {engine.dist.name} {version} from the target of {basis.release if basis else '?'}\n",
         *(f"# changed: {c}\n" for c in (basis.changes if basis else ())),
+        *(f"# changed: {(edited_function(target) or ('', '?'))[1]}(): parameter {name!r} added (default {default}; carried at it)\n"
+          for name, default in (basis.carried if basis else ())),
+        *([f"# moved: from {basis.moved[0]} to {basis.moved[1]}\n"] if basis and basis.moved else []),
         "# check: params and [target.operation.defaults] against the wrapper, the fake against its allocation (mirrors),\n",
         "# then `fp4patch diff --specs-dir DIR` and `fp4patch verify --trace --specs-dir DIR` after apply\n",
     ]
@@ -243,6 +246,8 @@ def add_target(engine, spec, directory: Path) -> Path:
     for line in block:
         if line.startswith("versions ="):
             line = f'versions = "=={version}"\n'
+        elif line.startswith("file =") and basis is not None and basis.moved:
+            line = f'file = "{target.file}"\n'  # where the function lives now (the target taken, moved there)
         elif line.strip().startswith("params =") and params and edited_function(target):
             line = re.sub(r"params = \[.*\]", "params = [" + ", ".join(f'"{p}"' for p in params) + "]", line)
         out.append(line)

@@ -123,8 +123,23 @@ def recorded_resolution(spec: Spec, store: ManifestStore, dist: InstalledDistrib
         return None
     basis = Basis.from_json(manifest.basis[spec.id])
     wanted = set(basis.target.split("; "))
-    targets = [t for t in spec.targets if str(t.versions) in wanted]
+    targets = [placed(t, basis) for t in spec.targets if str(t.versions) in wanted]
     return Resolution(targets, basis) if targets else None
+
+
+def placed(target: Target, basis) -> Target:
+    """``target`` as a recorded :class:`~fp4patch.evidence.Basis` applied it: at the file the function moved to
+    (``basis.moved``), carrying the parameters the release added (``basis.carried``,
+    :func:`fp4patch.evidence.carried_target`); ``target`` itself when the basis records neither."""
+    from dataclasses import replace
+
+    from .evidence import carried_target
+
+    if target.status:
+        return target
+    if basis.moved and target.file == basis.moved[0]:
+        target = replace(target, file=basis.moved[1], _operations=None)
+    return carried_target(target, basis.carried, basis.version, basis.release)
 
 
 def left_out(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
@@ -173,11 +188,13 @@ def planned_targets(
             if not target.status:
                 by_file.setdefault(target.file, []).append((spec, target))
     if problems:
-        skip = command("apply", *(w for i in skippable for w in ("--skip", i)))
+        words = [w for i in skippable for w in ("--skip", i)]
+        skip = command("apply", *words)
         raise DriftError(
             f"{dist.name} {dist.version}: " + "; ".join(problems)
-            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out (see `{command('verify')}`"
-            + (f"; `{command('verify', '--show-changes')}` shows what changed)" if changed else ")")
+            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out, and `{command('verify', *words)}` "
+            + "checks the rest"
+            + (f" (`{command('verify', '--show-changes')}` shows what changed)" if changed else "")
         )
     return by_file
 

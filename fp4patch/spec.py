@@ -39,8 +39,12 @@ NEEDS_CODE = {"insert-at-function-start", "replace-function-body", "append-to-mo
 POSITIONS = {"add-decorator": {"outermost", "innermost"}, "append-to-module": {"end", "after-imports"}}
 TARGET_STATUSES = {"not-needed", "unsupported"}
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-#: A ``mirrors`` entry: ``qualname`` in the target's file, or ``path.py:qualname`` (see :mod:`fp4patch.fingerprint`).
-MIRROR_PATTERN = re.compile(r"^([A-Za-z0-9_./-]+\.py:)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+#: A ``mirrors`` entry: ``qualname`` in the target's file, ``path.py:qualname``, or C++ launcher code
+#: ``path.cu:Class.method[names]`` (see :mod:`fp4patch.fingerprint`, :mod:`fp4patch.native`).
+MIRROR_PATTERN = re.compile(
+    r"^(([A-Za-z0-9_./-]+\.py:)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[\w+(,\w+)*\])?"
+    r"|[A-Za-z0-9_./-]+\.(cu|cuh|cpp|cc|h|hpp):[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\[\w+(,\w+)*\])?)$"
+)
 
 
 @dataclass
@@ -393,7 +397,8 @@ class _SpecBuilder:
             raise self.fail(
                 self.lines.key("mirrors", line),
                 "'mirrors' must be a list of names of the code the operation depends on: \"qualname\" in the target's file "
-                "or \"path/to/file.py:qualname\" (e.g. \"get_fp4_quantization_module.fp4_quantize_sm100\", \"flashinfer/utils.py:round_up\")",
+                "or \"path/to/file.py:qualname\" (e.g. \"get_fp4_quantization_module.fp4_quantize_sm100\", \"flashinfer/utils.py:round_up\"), "
+                "or C++ launcher code \"path/to/file.cu:Class.method[name,...]\"",
             )
         if mirrors and not function:
             raise self.fail(self.lines.key("mirrors", line), "'mirrors' needs 'function'")

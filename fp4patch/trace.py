@@ -235,6 +235,21 @@ def declare_not_needed(results: list[dict[str, Any]], version: Any, specs: list 
     return out
 
 
+def leave_out(results: list[dict[str, Any]], skip: list[str] | None) -> list[dict[str, Any]]:
+    """``results`` (the scan's, :func:`run_scan`) with each function that does not compile and whose spec
+    (``spec``) is left out with ``--skip`` reported as ``left-out``: ``scanned`` keeps what the scan saw,
+    ``declared`` says ``left out with --skip <id>``. One that compiles all the same (another spec's op carries the
+    call) stays ``compiles``; one the installed release lacks stays ``not-present``. The summary counts them
+    apart (:func:`fp4patch.render.scan_summary`)."""
+    skipped = set(skip or ())
+    out = []
+    for r in results:
+        if r.get("spec") in skipped and r["status"] not in ("compiles", "not-present", "not-needed"):
+            r = {**r, "scanned": r["status"], "status": "left-out", "passed": False, "declared": f"left out with --skip {r['spec']}"}
+        out.append(r)
+    return out
+
+
 def run_opcheck(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 3600.0, case_filter: str = "") -> list[dict[str, Any]]:
     """Run the GPU opcheck probe with ``env.python`` (see module docstring); time in seconds for ``timeout``.
 

@@ -176,9 +176,13 @@ def test_broken_python(tmp_path: Path, site_060: Path, kind: str, needles: list[
     unchanged(site_060, before)
 
 
-def test_python_and_site_packages_together(site_060: Path) -> None:
+def test_python_and_site_packages_together_check_that_directory_with_that_interpreter(site_060: Path, tmp_path: Path) -> None:
+    """Not a usage error since issue 24: ``--site-packages`` names the files, ``--python`` the interpreter that runs
+    what needs torch. An ``--python`` that is not an interpreter is still refused, nothing written."""
     before = snapshot(site_060)
-    refused(run_cli("apply", "--python", sys.executable, *sp(site_060)), 2, "--python", "--site-packages", "not both")
+    done = run_cli("status", "--python", sys.executable, *sp(site_060))
+    assert done.returncode == 0 and str(site_060.resolve()) in done.stdout, done.stderr
+    refused(run_cli("apply", "--python", str(tmp_path / "no-python"), *sp(site_060)), 2, "no-python")
     unchanged(site_060, before)
 
 

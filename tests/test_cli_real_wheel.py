@@ -429,8 +429,8 @@ def test_missing_distribution_and_both_targets(tmp_path: Path, site_060: Path) -
     assert done.returncode == 2 and "flashinfer-python is not installed" in one_line_error(done.stderr)
     done = run_cli("verify", *sp(tmp_path / "nowhere"))
     assert done.returncode == 2 and "nowhere" in one_line_error(done.stderr)
-    done = run_cli("verify", "--python", sys.executable, *sp(site_060))
-    assert done.returncode == 2 and "not both" in one_line_error(done.stderr)
+    done = run_cli("verify", "--python", sys.executable, *sp(site_060))  # both: that directory, checked with that interpreter
+    assert done.returncode == 1 and f"run `fp4patch apply --site-packages {site_060} --python {sys.executable}`" in done.stdout, done.stdout
 
 
 def test_conflicting_specs(tmp_path: Path, site_060: Path) -> None:

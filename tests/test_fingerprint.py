@@ -155,21 +155,23 @@ def test_the_evidence_is_consistent_with_the_specs() -> None:
                 assert ops[0] == ops[1], f"{spec.id}: {other} and {entry.target} verified on the same code render other ops {ops}"
 
 
-def test_a_function_that_moved_to_another_module_is_named_with_where_it_lives_now(tmp_path_factory) -> None:
-    """0.6.7 as if unseen: fp4_quantize left flashinfer/fp4_quantization.py (which only re-exports it)
-    for flashinfer/quantization/; the nearest target (0.6.6's) cannot be taken and the refusal says why."""
+def test_a_function_that_moved_to_another_module_is_placed_where_it_lives_now(tmp_path_factory) -> None:
+    """0.6.7 as if unseen (issue 24): fp4_quantize left flashinfer/fp4_quantization.py (which only re-exports it)
+    for flashinfer/quantization/; the nearest target (0.6.6's) is taken at the new file, its pieces read there
+    (fp4_quantize's own code is 0.6.6's; its callers changed, so it waits for the CPU check), and it says so."""
     from packaging.version import Version
 
     from fp4patch.compat import cut_catalog
-    from fp4patch.evidence import CHANGED, resolve
+    from fp4patch.evidence import NEEDS_CHECK, resolve
 
     version = Version("0.6.7")
     spec = next(s for s in SPECS if s.id == "fp4-quantize-fullgraph")
     evidenced = {e.target for e in CATALOG.evidence[spec.id]}
     reader = ModuleReader(release_site("0.6.7", tmp_path_factory, sources_only=True))
-    basis = resolve(spec, version, cut_catalog(CATALOG, version), reader, evidenced).basis
-    assert basis.kind == CHANGED and basis.release == "0.6.6", basis
-    assert basis.changes == (
-        "fp4_quantize() is no longer defined in flashinfer/fp4_quantization.py: this release defines it in "
-        "flashinfer/quantization/fp4_quantization.py (a new target is needed)",
-    )
+    resolution = resolve(spec, version, cut_catalog(CATALOG, version), reader, evidenced)
+    basis = resolution.basis
+    assert basis.kind == NEEDS_CHECK and basis.release == "0.6.6", basis
+    assert basis.moved == ("flashinfer/fp4_quantization.py", "flashinfer/quantization/fp4_quantization.py")
+    assert [t.file for t in resolution.targets] == ["flashinfer/quantization/fp4_quantization.py"]
+    assert "fp4_quantize" not in basis.changes and "nvfp4_quantize" in basis.changes, basis.changes
+    assert "moved from flashinfer/fp4_quantization.py to flashinfer/quantization/fp4_quantization.py" in basis.describe()

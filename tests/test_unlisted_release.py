@@ -116,17 +116,20 @@ def test_the_next_release_with_identical_code_passes_verify_trace(tmp_path: Path
 
 
 def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(tmp_path: Path, tmp_path_factory) -> None:
+    """A parameter added without a default (every call must pass it, fp4patch's op does not take it): refused.
+    One added with a default is carried instead (tests/test_next_release.py)."""
     site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
     replace_in(
         site, "flashinfer/quantization/fp8_quantization.py",
         "    *,\n    batch_invariant: bool = False,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
-        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str = \"nearest\",\n) -> Tuple[torch.Tensor, torch.Tensor]:",
+        "    *,\n    batch_invariant: bool = False,\n    scale_rounding: str,\n) -> Tuple[torch.Tensor, torch.Tensor]:",
     )
     before = snapshot(site)
     reports = status(site)
     mxfp8 = reports["mxfp8-quantize-fullgraph"]
     assert mxfp8["state"] == "drifted" and mxfp8["basis"]["kind"] == "changed"
-    assert "mxfp8_quantize(): parameter 'scale_rounding' added (against 0.7.4, the nearest verified release)" in mxfp8["detail"]
+    assert "mxfp8_quantize(): parameter 'scale_rounding' added without a default" in mxfp8["detail"]
+    assert "(against 0.7.4, the nearest verified release)" in mxfp8["detail"]
     assert reports["fp4-quantize-fullgraph"]["basis"]["kind"] == "same-code"  # the others keep their evidence
     done = run_cli("apply", "--site-packages", str(site))
     lines = done.stderr.strip().splitlines()
@@ -137,7 +140,7 @@ def test_a_new_parameter_is_refused_naming_the_function_and_nothing_is_written(t
     assert "--show-changes" in lines[0]
     shown = run_cli("verify", "--site-packages", str(site), "--show-changes")
     assert "--- 0.7.4/flashinfer/quantization/fp8_quantization.py (mxfp8_quantize)" in shown.stderr
-    assert '+    scale_rounding: str = "nearest",' in shown.stderr and shown.returncode == 1
+    assert "+    scale_rounding: str," in shown.stderr and shown.returncode == 1
     # left out by name: the rest applies, and the changed function is never patched with the old schema
     done = run_cli("apply", "--site-packages", str(site), "--skip", "mxfp8-quantize-fullgraph")
     assert done.returncode == 0, done.stderr
@@ -296,7 +299,7 @@ def test_new_add_target_starts_a_target_from_what_changed(tmp_path: Path, tmp_pa
     done = run_cli("new", "mxfp8-quantize-fullgraph", "--add-target", "--site-packages", str(site), "--specs-dir", str(specs))
     assert done.returncode == 0, done.stderr
     text = (specs / "flashinfer-python" / "mxfp8-quantize-fullgraph.toml").read_text()
-    assert 'versions = "==0.7.5"' in text and "# changed: mxfp8_quantize(): parameter 'scale_rounding' added" in text
+    assert 'versions = "==0.7.5"' in text and "# changed: mxfp8_quantize(): parameter 'scale_rounding' added (default 'nearest'; carried at it)" in text
     assert '"batch_invariant", "scale_rounding"]' in text and (specs / "flashinfer-python" / "grids" / "mxfp8_quantize.py").is_file()
     # the next step is named: the op source must learn the parameter before the target loads
     nxt = run_cli("status", "--site-packages", str(site), "--specs-dir", str(specs))
@@ -327,6 +330,7 @@ def test_a_check_that_cannot_run_for_lack_of_torch_says_so_and_what_to_do(tmp_pa
     done = run_cli("apply", "--python", str(python), "--spec", "mxfp8-quantize-fullgraph")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the CPU check could not run in" in done.stderr and "cannot import torch" in done.stderr, done.stderr
-    assert "--skip mxfp8-quantize-fullgraph" in done.stderr and "`--python` an environment with torch" in done.stderr
+    assert "--skip mxfp8-quantize-fullgraph" in done.stderr and "pass `--python PATH`, an interpreter with torch" in done.stderr
     assert "the CPU check failed" not in done.stderr
+    assert "mxfp8-quantize-fullgraph: needs-check:" in done.stderr and "drifted" not in done.stderr  # the word status uses
     assert snapshot(site) == before
