@@ -18,7 +18,11 @@ FX graph, after a fresh ``torch._dynamo.reset()``. Per function it reports:
   ``Observed exception``, the exception FlashInfer raised, as ``raised``), and the
   ``flashinfer/...py:LINE`` (with that source line) where tracing stopped: the innermost frame
   inside the flashinfer package of the exception's user stack (Dynamo's ``real_stack``), else of
-  its traceback;
+  its traceback; ``root_cause``: the innermost exception the error was raised from (its chain of
+  ``__cause__`` / ``__context__``), ``Type: first line (path:LINE in function)`` with the path of its
+  innermost frame relative to its site-packages, or None when the error was raised from nothing (a
+  ``TorchRuntimeError: Dynamo failed to run FX node with fake tensors`` hides, say, an ``IndexError``
+  raised in ``torch/_library/custom_ops.py``);
 * ``not-present``: the installed flashinfer has no such function, or (a variant) lacks a parameter
   the variant sets (``error`` names it);
 * ``no-call``: the scan has no value for a required parameter of the installed signature.
@@ -29,6 +33,11 @@ SM100), vLLM's per-token ``nvfp4_quantize`` and SGLang's (``backend="cute-dsl"``
 ``block_scale_interleave`` into a caller's ``out=``. A variant
 names the parameters it sets (``variant``), which the release must have. ``mm_fp4[...]`` and
 ``cutlass_fused_moe[nvfp4]`` are the function's only calls, not variants.
+
+``--direct`` hands each function itself to ``torch.compile`` (``torch.compile(fn, fullgraph=True)(**kwargs)``, the
+form FlashInfer's own tests and many users write) instead of a function that calls it: Dynamo then starts in the
+function's own frame (or its decorator's), which takes another path through Dynamo than a call inside a traced
+function.
 
 Which fp4patch spec makes an entry traceable is data: ``spec`` when given, else the function's
 name in kebab case + ``-fullgraph`` (``mm_fp4`` -> ``mm-fp4-fullgraph``), and ``fallback_spec`` the one whose
@@ -443,6 +452,34 @@ def stopped_at(exc, package_dir):
     return None, None, None
 
 
+def root_cause(exc):
+    """The innermost exception ``exc`` was raised from (``__cause__``, else ``__context__``), as one line:
+    ``Type: first line of its message (path:LINE in function)``, the path that of its innermost traceback frame
+    relative to the ``site-packages`` (or ``dist-packages``) folder holding it; None when ``exc`` was raised from
+    nothing. Messages are cut at 300 characters."""
+    seen = {id(exc)}
+    inner = None
+    current = exc.__cause__ or exc.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        inner = current
+        current = current.__cause__ or current.__context__
+    if inner is None:
+        return None
+    lines = str(inner).strip().splitlines()
+    text = "{}: {}".format(type(inner).__name__, lines[0][:300] if lines else "")
+    frames = traceback.extract_tb(inner.__traceback__) if inner.__traceback__ is not None else []
+    if frames:
+        frame = frames[-1]
+        parts = os.path.realpath(frame.filename).split(os.sep)
+        for marker in ("site-packages", "dist-packages"):
+            if marker in parts:
+                parts = parts[len(parts) - parts[::-1].index(marker):]
+                break
+        text += " ({}:{} in {})".format("/".join(parts[-4:]), frame.lineno, frame.name)
+    return text
+
+
 # --------------------------------------------------------------------------- #
 # One function
 # --------------------------------------------------------------------------- #
@@ -458,8 +495,9 @@ def _is_tensor_value(torch, v):
     return isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v))
 
 
-def scan_one(entry, torch, flashinfer):
-    """The scan result of one :data:`FUNCTIONS` entry (see the module docstring)."""
+def scan_one(entry, torch, flashinfer, direct=False):
+    """The scan result of one :data:`FUNCTIONS` entry (see the module docstring); ``direct``: compile the function
+    itself (``torch.compile(fn)``) instead of a function that calls it."""
     import torch._dynamo
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -467,6 +505,7 @@ def scan_one(entry, torch, flashinfer):
     result = {
         "name": entry["name"], "function": entry["function"], "spec": spec_for(entry), "status": "not-present", "passed": False,
         "graphs": None, "graph_breaks": None, "ops": None, "error": None, "explanation": None, "raised": None, "location": None, "source": None, "defined_at": None,
+        "root_cause": None,
     }
     fn = _find(flashinfer, entry["function"])
     if fn is None:
@@ -529,7 +568,10 @@ def scan_one(entry, torch, flashinfer):
             # capture_dynamic_output_shape_ops); settings this torch lacks are left out
             settings = {k: v for k, v in entry.get("dynamo_config", {}).items() if hasattr(torch._dynamo.config, k)}
             with torch._dynamo.config.patch(**settings):
-                torch.compile(call, fullgraph=True, backend=record, dynamic=False)(tensors)
+                if direct:  # the function itself is the frame Dynamo starts in
+                    torch.compile(fn, fullgraph=True, backend=record, dynamic=False)(**tensors, **static)
+                else:
+                    torch.compile(call, fullgraph=True, backend=record, dynamic=False)(tensors)
     except Exception as exc:  # noqa: BLE001 - Dynamo / fake failures: first line verbatim, and where it stopped
         lines = str(exc).strip().splitlines()
         explanation = [ln.strip() for ln in lines if ln.strip().startswith("Explanation:")]
@@ -545,6 +587,7 @@ def scan_one(entry, torch, flashinfer):
             raised=raised[0][:300] if raised else None,
             location=f"{where}:{line}" if where else None,
             source=source,
+            root_cause=root_cause(exc),
         )
         return result
     try:
@@ -585,6 +628,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="CPU scan of the FP4 path under fullgraph")  # not __doc__: None under -OO
     ap.add_argument("--json", action="store_true", help="print a JSON object: flashinfer and torch versions, results")
     ap.add_argument("--only", nargs="*", default=None, help="scan only these entry names")
+    ap.add_argument("--direct", action="store_true", help="hand each function itself to torch.compile, not a function calling it")
     ap.add_argument("--list", action="store_true", help="print the entries (name, function, spec) as JSON and exit; no torch")
     ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
     ns = ap.parse_args(argv)
@@ -624,10 +668,10 @@ def main(argv=None):
     warnings.filterwarnings("ignore")
     logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
     entries = [e for e in FUNCTIONS if ns.only is None or e["name"] in ns.only]
-    results = [scan_one(e, torch, flashinfer) for e in entries]
+    results = [scan_one(e, torch, flashinfer, direct=ns.direct) for e in entries]
     payload = {
         "flashinfer": getattr(flashinfer, "__version__", "unknown"), "flashinfer_file": getattr(flashinfer, "__file__", "?"),
-        "torch": torch.__version__, "results": results,
+        "torch": torch.__version__, "direct": ns.direct, "results": results,
     }
     if ns.json:
         json.dump(payload, out, indent=1)

@@ -42,6 +42,7 @@ from .python_forkserver import child_json
 
 pytestmark = [
     pytest.mark.torch,
+    pytest.mark.torch_matrix,  # make test-torch runs them under each torch of the matrix
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
 ]
 
