@@ -50,7 +50,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +94,8 @@ MARKS = "torch_matrix and not exhaustive and not eras and not property_long and 
 MARKER = "fp4patch-matrix.json"
 BEGIN = "<!-- torch matrix: written by make test-torch (scripts/torch_matrix.py); do not edit by hand -->"
 END = "<!-- end of torch matrix -->"
+#: The start of the replay section (``fp4patch/compat.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
+REPLAY_BEGIN = "<!-- replay: written by python -m fp4patch.compat --replay -->"
 RESULTS = REPO / "docs" / "torch-matrix.json"
 #: Free space a torch install needs before it starts (bytes): the registry's CUDA builds take 5 to 7 GB installed.
 MIN_FREE = 8 * 1024**3
@@ -181,6 +182,12 @@ def _pip_reason(stderr: str) -> str:
     return pip_reason(stderr)
 
 
+def _make_venv(python: str, venv: Path, version: str) -> None:
+    made = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        raise MatrixError(f"torch {version}: cannot make a venv at {venv} ({(made.stderr.strip().splitlines() or ['no output'])[-1]})")
+
+
 @dataclass
 class Venv:
     """A matrix venv: where it is, its torch as installed (``2.7.1+cu126``), and the seconds its making took (0 when
@@ -223,9 +230,7 @@ def ensure_venv(version: str, python: str = sys.executable, index_url: str | Non
                                   f"needs about {min_free / 1024**3:.0f} GB; run `python scripts/torch_matrix.py dedupe` or remove a venv there")
             log(f"torch {version}: making {venv}")
             shutil.rmtree(venv, ignore_errors=True)
-            made = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, check=False)
-            if made.returncode != 0:
-                raise MatrixError(f"torch {version}: cannot make a venv at {venv} ({(made.stderr.strip().splitlines() or ['no output'])[-1]})")
+            _make_venv(python, venv, version)
             index = ["--index-url", index_url] if index_url else []
             # a machine's pip.conf may cap torch (constraint = ...): lifted for this one install
             done = _pip(venv / "bin" / "python", [*index, f"torch=={version}"], env={"PIP_CONSTRAINT": "/dev/null"})
@@ -462,9 +467,9 @@ def render_section(results: dict) -> str:
         BEGIN,
         "## torch × FlashInfer",
         "",
-        f"Written by `make test-torch` (`scripts/torch_matrix.py`) from [torch-matrix.json](torch-matrix.json); each row is",
-        "the release's last run. Supported torch range: "
-        f"**{SUPPORTED}** (FlashInfer 0.7.2+ imports only on torch ≥ 2.7, and 2.7 is the first torch with Blackwell builds,",
+        "Written by `make test-torch` (`scripts/torch_matrix.py`) from [torch-matrix.json](torch-matrix.json); each row is",
+        f"the release's last run. Supported torch range: **{SUPPORTED}** (FlashInfer 0.7.2+ imports only on torch ≥ 2.7, and",
+        "2.7 is the first torch with Blackwell builds,",
         "which NVFP4 needs); a release below it is run to show that fp4patch refuses it. Each torch is the package",
         "registry's build (on Linux the CUDA build, run on CPU) in a venv of its own, with fake CUDA tensors.",
         "",
@@ -499,12 +504,16 @@ def render_section(results: dict) -> str:
 
 
 def write_section(path: Path, section: str) -> None:
-    """Put ``section`` into ``path`` between :data:`BEGIN` and :data:`END` (replacing an earlier one, else appended)."""
+    """Put ``section`` into ``path`` between :data:`BEGIN` and :data:`END`: in place of an earlier one, else before the
+    replay section (:data:`REPLAY_BEGIN`), else at the end; the rest of the file (``make compat``'s) is kept as it is."""
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     if BEGIN in text and END in text:
         head, _, rest = text.partition(BEGIN)
         _, _, tail = rest.partition(END)
         text = head + section.rstrip("\n") + tail
+    elif REPLAY_BEGIN in text:
+        head, _, tail = text.partition(REPLAY_BEGIN)
+        text = head + section + "\n" + REPLAY_BEGIN + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text, encoding="utf-8")
