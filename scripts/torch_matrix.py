@@ -100,6 +100,8 @@ RESULTS = REPO / "docs" / "torch-matrix.json"
 #: Free space a torch install needs before it starts (bytes): the registry's CUDA builds take 5 to 7 GB installed.
 MIN_FREE = 8 * 1024**3
 MIN_DEDUPE_SIZE = 1024**2
+#: The SHA-256 of the cached venvs' large files, kept beside them for the next dedupe.
+DIGESTS = ".dedupe-sha256.json"
 
 
 class MatrixError(Exception):
@@ -306,13 +308,21 @@ def ready_venvs(cache: Path | None = None) -> list[Path]:
     return found
 
 
-def dedupe(venvs: list[Path], min_size: int = MIN_DEDUPE_SIZE, log=print) -> Deduped:
+def dedupe(venvs: list[Path], min_size: int = MIN_DEDUPE_SIZE, log=print, digests_file: Path | None = None) -> Deduped:
     """Hard-link the byte-identical files of ``min_size`` bytes or more across ``venvs`` (see the module docstring).
 
     Files are grouped by size, then by SHA-256 (only groups with more than one inode are read) and mode; within a
     group every file becomes a link to the first (oldest path order). Symbolic links are left alone, as are files on
-    another file system than the first of their group. Returns a :class:`Deduped`.
+    another file system than the first of their group. ``digests_file`` (JSON) keeps the SHA-256 of each file read,
+    by device, inode, size and modification time, so that a later dedupe reads only new files (a file replaced
+    since has another inode or time). Returns a :class:`Deduped`.
     """
+    known: dict[str, str] = {}
+    if digests_file is not None and digests_file.is_file():
+        try:
+            known = json.loads(digests_file.read_text())
+        except ValueError:
+            known = {}
     before = disk_use(venvs)
     by_size: dict[int, list[Path]] = {}
     for venv in venvs:
@@ -334,7 +344,9 @@ def dedupe(venvs: list[Path], min_size: int = MIN_DEDUPE_SIZE, log=print) -> Ded
             st = path.stat()
             key = (st.st_dev, st.st_ino)
             if key not in digests:
-                digests[key] = _sha256(path)
+                stamp = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+                digests[key] = known.get(stamp) or _sha256(path)
+                known[stamp] = digests[key]
             groups.setdefault((digests[key], st.st_mode), []).append(path)
         for same in groups.values():
             keep = same[0]
@@ -350,9 +362,21 @@ def dedupe(venvs: list[Path], min_size: int = MIN_DEDUPE_SIZE, log=print) -> Ded
                 linked += 1
                 if st.st_nlink == 1:
                     freed += size
+    if digests_file is not None:
+        partial = digests_file.with_name(digests_file.name + ".partial")
+        partial.write_text(json.dumps(known))
+        partial.replace(digests_file)
     after = disk_use(venvs)
     log(f"dedupe: {linked} files linked over {len(venvs)} venvs; {before / 1024**3:.1f} GB -> {after / 1024**3:.1f} GB on disk")
     return Deduped(linked, freed, before, after, venvs)
+
+
+def dedupe_cache(min_size: int = MIN_DEDUPE_SIZE, cache: Path | None = None, log=print) -> Deduped:
+    """:func:`dedupe` over the complete venvs of the cache (:func:`ready_venvs`), one run at a time (``.dedupe.lock``),
+    with the digests kept in the cache (:data:`DIGESTS`)."""
+    cache = cache or torch_cache()
+    with FileLock(str(cache / ".dedupe.lock")):
+        return dedupe(ready_venvs(cache), min_size=min_size, log=log, digests_file=cache / DIGESTS)
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -535,7 +559,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for version in versions:
         venv = ensure_venv(version, python=args.python, index_url=args.torch_index_url)
         if venv.built:
-            dedupe(ready_venvs())
+            dedupe_cache()
         print(f"torch {version} ({venv.torch}, {venv.path}): venv in {venv.seconds:.0f} s; running the torch_matrix tests", flush=True)
         with tempfile.TemporaryDirectory(prefix="fp4patch-torch-matrix-") as scratch:
             junit = Path(scratch) / "junit.xml"
@@ -563,12 +587,12 @@ def cmd_venv(args: argparse.Namespace) -> int:
         venv = ensure_venv(version, python=args.python, index_url=args.torch_index_url)
         print(f"torch {version}: {venv.path} ({venv.torch}; {'made' if venv.built else 'reused'} in {venv.seconds:.0f} s)")
         if venv.built:
-            dedupe(ready_venvs())
+            dedupe_cache()
     return 0
 
 
 def cmd_dedupe(args: argparse.Namespace) -> int:
-    dedupe(ready_venvs(), min_size=args.min_size)
+    dedupe_cache(min_size=args.min_size)
     return 0
 
 

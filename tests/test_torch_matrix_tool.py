@@ -164,6 +164,19 @@ def test_dedupe_links_identical_large_files_only(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.fp4patch-link"))
 
 
+def test_dedupe_reads_a_file_once_across_runs(monkeypatch, tmp_path: Path) -> None:
+    big = os.urandom(tm.MIN_DEDUPE_SIZE)
+    venvs = [tmp_path / "v2.14.0", tmp_path / "v2.14.1"]
+    for venv in venvs:
+        venv.mkdir()
+        (venv / "libcudnn.so").write_bytes(big)
+        (venv / "libtorch.so").write_bytes(os.urandom(tm.MIN_DEDUPE_SIZE))  # same size, other bytes: read each time without the file
+    digests = tmp_path / tm.DIGESTS
+    assert tm.dedupe(venvs, log=lambda _: None, digests_file=digests).linked == 1
+    monkeypatch.setattr(tm, "_sha256", lambda path: pytest.fail(f"read {path} again"))
+    assert tm.dedupe(venvs, log=lambda _: None, digests_file=digests).linked == 0
+
+
 def test_dedupe_leaves_a_venv_being_built_alone(tmp_path: Path) -> None:
     done = fake_venv(tmp_path / "v2.14.0", "2.14.0")
     building = fake_venv(tmp_path / "v2.14.1", "2.14.1")
