@@ -53,7 +53,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 import xml.etree.ElementTree as ET
@@ -91,12 +90,16 @@ TEST_FILES = [
     "tests/test_torch_matrix.py",
 ]
 MARKS = "torch_matrix and not exhaustive and not eras and not property_long and not recipe"
+#: The test run below the supported range (tests/test_torch_matrix.py): fp4patch refuses that torch.
+BELOW_TEST = "test_below_the_range_apply_and_verify_refuse_in_one_line"
 MARKER = "fp4patch-matrix.json"
 BEGIN = "<!-- torch matrix: written by make test-torch (scripts/torch_matrix.py); do not edit by hand -->"
 END = "<!-- end of torch matrix -->"
 #: The start of the replay section (``fp4patch/compat.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
 REPLAY_BEGIN = "<!-- replay: written by python -m fp4patch.compat --replay -->"
 RESULTS = REPO / "docs" / "torch-matrix.json"
+#: Each run's junit report, ``junit-<torch>.xml`` (build output, not committed): every failure in full.
+REPORTS = REPO / "build" / "torch-matrix"
 #: Free space a torch install needs before it starts (bytes): the registry's CUDA builds take 5 to 7 GB installed.
 MIN_FREE = 8 * 1024**3
 MIN_DEDUPE_SIZE = 1024**2
@@ -395,8 +398,10 @@ def run_tests(venv: Venv, jobs: str, junit: Path, extra: list[str] | None = None
     if tool.exists() and "FP4PATCH_TOOL" not in env:
         env["FP4PATCH_TOOL"] = str(tool)
     parallel = [] if jobs == "0" else ["-n", jobs, "--dist", "loadgroup"]
+    # below the range, what is checked is the refusal (the other tests skip there or fail for torch's own reasons)
+    files = TEST_FILES if Version(Version(venv.torch).public) in SUPPORTED else [f"{TEST_FILES[-1]}::{BELOW_TEST}"]
     command = [str(venv.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel, "-m", MARKS,
-               f"--junitxml={junit}", "-o", "junit_family=xunit1", *TEST_FILES, *(extra or [])]
+               f"--junitxml={junit}", "-o", "junit_family=xunit1", *files, *(extra or [])]
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, env=env, check=False)
     return done.returncode, time.monotonic() - started
@@ -421,13 +426,15 @@ def read_junit(junit: Path) -> list[dict]:
             failure = case.find("error")
         skipped = case.find("skipped")
         outcome = "failed" if failure is not None else "skipped" if skipped is not None else "passed"
-        cause = props.get("root_cause") or (failure.get("message") if failure is not None else "") or ""
-        if failure is not None and not cause:
-            cause = (failure.text or "").strip().splitlines()[-1:] and (failure.text or "").strip().splitlines()[-1]
+        cause = props.get("root_cause") or ""
+        if failure is not None and not cause:  # the first line of pytest's message, else the last of the traceback
+            lines = [line for line in (failure.get("message") or "").splitlines() if line.strip()]
+            cause = lines[0] if lines else ((failure.text or "").strip().splitlines() or [""])[-1]
         module = (case.get("classname") or "").replace(".", "/")
         cases.append({
             "id": f"{module}.py::{case.get('name')}", "outcome": outcome, "cell": props.get("matrix_cell"),
             "engine": props.get("engine"), "cause": _one_line(cause) if outcome == "failed" else "",
+            "order": int(props["order"]) if props.get("order", "").isdigit() else None,
             "seconds": float(case.get("time") or 0),
         })
     return cases
@@ -435,15 +442,22 @@ def read_junit(junit: Path) -> list[dict]:
 
 def summarize(cases: list[dict]) -> dict:
     """Counts per column: each FlashInfer release (``cell``), ``tests`` (the other tests), ``engines`` (per pin):
-    ``{passed, failed, skipped, first_failure: {id, cause} | None, failures: [ids]}``."""
+    ``{passed, failed, skipped, first_failure: {id, cause} | None, failures: [ids], causes: {cause: count}}``.
+
+    The first failure is the first in the tests' own ``order`` (tests/test_torch_matrix.py: ``verify --trace``, then
+    each function nested, then directly, in the scan's order), else in node id order: the same whatever order the
+    pytest-xdist workers finished in."""
 
     def count(group: list[dict]) -> dict:
-        failed = [c for c in group if c["outcome"] == "failed"]
+        failed = sorted((c for c in group if c["outcome"] == "failed"), key=lambda c: (c.get("order") is None, c.get("order") or 0, c["id"]))
+        causes: dict[str, int] = {}
+        for c in failed:
+            causes[c["cause"]] = causes.get(c["cause"], 0) + 1
         return {
             "passed": sum(c["outcome"] == "passed" for c in group), "failed": len(failed),
             "skipped": sum(c["outcome"] == "skipped" for c in group),
             "first_failure": {"id": failed[0]["id"], "cause": failed[0]["cause"]} if failed else None,
-            "failures": [c["id"] for c in failed][:50],
+            "failures": [c["id"] for c in failed][:50], "causes": causes,
         }
 
     cells = {v: count([c for c in cases if c["cell"] == v and not c["engine"]]) for v in FLASHINFER_RELEASES}
@@ -561,12 +575,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if venv.built:
             dedupe_cache()
         print(f"torch {version} ({venv.torch}, {venv.path}): venv in {venv.seconds:.0f} s; running the torch_matrix tests", flush=True)
-        with tempfile.TemporaryDirectory(prefix="fp4patch-torch-matrix-") as scratch:
-            junit = Path(scratch) / "junit.xml"
-            rc, seconds = run_tests(venv, args.jobs, junit, args.pytest_args)
-            if not junit.is_file():
-                raise MatrixError(f"torch {version}: pytest wrote no report (exit {rc}); run it by hand: PYTHONPATH={REPO} {venv.python} -m pytest {' '.join(TEST_FILES)}")
-            cases = read_junit(junit)
+        junit = REPORTS / f"junit-{version}.xml"
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.unlink(missing_ok=True)
+        rc, seconds = run_tests(venv, args.jobs, junit, args.pytest_args)
+        if not junit.is_file():
+            raise MatrixError(f"torch {version}: pytest wrote no report (exit {rc}); run it by hand: PYTHONPATH={REPO} {venv.python} -m pytest {' '.join(TEST_FILES)}")
+        cases = read_junit(junit)
         summary = summarize(cases)
         results["releases"][version] = {
             "installed": venv.torch, "measured": _now(), "fp4patch": _commit(), "python": platform.python_version(),

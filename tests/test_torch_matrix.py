@@ -128,6 +128,7 @@ def scan_results(version: str, mode: str, tmp_path_factory) -> dict[str, dict]:
 @pytest.mark.parametrize("version", RELEASES)
 def test_every_present_function_compiles_after_apply(tmp_path_factory, record_property, version: str, mode: str, entry: str) -> None:
     cell(record_property, version)
+    record_property("order", str(1 + 1000 * ["nested", "direct"].index(mode) + ENTRIES.index(entry)))  # verify --trace is 0
     result = scan_results(version, mode, tmp_path_factory)[entry]
     if result["status"] == "not-present":
         pytest.skip(f"FlashInfer {version} has no {entry}" + (f" ({result['error']})" if result.get("error") else ""))
@@ -145,6 +146,7 @@ def test_every_present_function_compiles_after_apply(tmp_path_factory, record_pr
 @pytest.mark.parametrize("version", RELEASES)
 def test_verify_trace_passes_after_apply(tmp_path_factory, record_property, version: str) -> None:
     cell(record_property, version)
+    record_property("order", "0")
     done = run_cli("verify", "--trace", "--site-packages", str(applied_site(version, tmp_path_factory)), "--json")
     if not done.stdout.strip():
         fail_with(record_property, f"verify --trace: {(done.stderr.strip().splitlines() or ['no output'])[-1]}", done.stderr[-3000:])

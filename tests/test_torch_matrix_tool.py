@@ -197,6 +197,12 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.test_torch_matrix" name="test_every_present_function_compiles_after_apply[0.7.4-nested-trtllm_fp4_block_scale_moe]" time="2.0">
   <properties><property name="matrix_cell" value="0.7.4"/><property name="root_cause" value="trtllm_fp4_block_scale_moe called from a compiled function: IndexError: tuple index out of range (torch/_library/custom_ops.py:700 in adinplaceorview_impl)"/></properties>
   <failure message="long">trace</failure></testcase>
+<testcase classname="tests.test_torch_matrix" name="test_every_present_function_compiles_after_apply[0.7.2-direct-mm_fp4[auto]]" time="1.0">
+  <properties><property name="matrix_cell" value="0.7.2"/><property name="order" value="1020"/><property name="root_cause" value="mm_fp4[auto] handed to torch.compile: Unsupported"/></properties>
+  <failure message="x">trace</failure></testcase>
+<testcase classname="tests.test_torch_matrix" name="test_verify_trace_passes_after_apply[0.7.2]" time="1.0">
+  <properties><property name="matrix_cell" value="0.7.2"/><property name="order" value="0"/><property name="root_cause" value="verify --trace: mxfp8_grouped_quantize: ValueError"/></properties>
+  <failure message="x">trace</failure></testcase>
 <testcase classname="tests.test_torch_matrix" name="test_every_present_function_compiles_after_apply[0.6.0-direct-mxfp8_grouped_quantize]" time="0.1">
   <properties><property name="matrix_cell" value="0.6.0"/></properties><skipped message="FlashInfer 0.6.0 has no mxfp8_grouped_quantize"/></testcase>
 <testcase classname="tests.test_torch_matrix" name="test_docker_recipe_on_the_engine_pin[SGLang 0.5.23]" time="40">
@@ -217,8 +223,11 @@ def test_the_junit_report_is_read_into_cells(tmp_path: Path) -> None:
     assert cell["first_failure"]["cause"].startswith("trtllm_fp4_block_scale_moe called from a compiled function: IndexError")
     assert cell["first_failure"]["id"] == "tests/test_torch_matrix.py::test_every_present_function_compiles_after_apply[0.7.4-nested-trtllm_fp4_block_scale_moe]"
     assert summary["cells"]["0.6.0"]["skipped"] == 1 and summary["cells"]["0.6.0"]["passed"] == 0
-    assert summary["tests"]["passed"] == 1 and summary["tests"]["first_failure"]["cause"] == "AssertionError: 2 cases failed more"
-    assert summary["engines"] == {"SGLang 0.5.23": {"passed": 1, "failed": 0, "skipped": 0, "first_failure": None, "failures": []}}
+    assert summary["tests"]["passed"] == 1 and summary["tests"]["first_failure"]["cause"] == "AssertionError: 2 cases failed"
+    assert summary["engines"] == {"SGLang 0.5.23": {"passed": 1, "failed": 0, "skipped": 0, "first_failure": None, "failures": [], "causes": {}}}
+    # the first failure in the tests' own order (verify --trace first), not in the order the workers reported them
+    assert summary["cells"]["0.7.2"]["first_failure"]["cause"] == "verify --trace: mxfp8_grouped_quantize: ValueError"
+    assert summary["cells"]["0.7.2"]["causes"] == {"verify --trace: mxfp8_grouped_quantize: ValueError": 1, "mm_fp4[auto] handed to torch.compile: Unsupported": 1}
 
 
 def test_the_section_is_the_table_and_its_root_causes(tmp_path: Path) -> None:
@@ -231,10 +240,11 @@ def test_the_section_is_the_table_and_its_root_causes(tmp_path: Path) -> None:
     lines = section.splitlines()
     assert lines[0] == tm.BEGIN and lines[-1] == tm.END
     rows = [line for line in lines if line.startswith("| 2.")]
-    assert rows[0].startswith("| 2.6.0 (below the range) | 2.6.0+cu124 | — | — | — | — | 1/2 [c1] | 1/2 [c2] |")
+    assert rows[0] == "| 2.6.0 (below the range) | 2.6.0+cu124 | — | — | 0/2 [c1] | — | 1/2 [c2] | 1/2 [c3] | 2026-12-02 01:00 (420 s) |"
     assert rows[1].startswith("| 2.14.1 — SGLang 0.5.23's torch | 2.14.1+cu128 |")
     assert "| SGLang 0.5.23 | 0.7.2 | 2.14.1 | 1/1 |" in lines and "| vLLM 0.33.0 | 0.7.2.post1 | 2.14.0 | not run |" in lines
-    assert "- [c1] trtllm_fp4_block_scale_moe called from a compiled function: IndexError: tuple index out of range " \
+    assert "- [c1] verify --trace: mxfp8_grouped_quantize: ValueError" in lines
+    assert "- [c2] trtllm_fp4_block_scale_moe called from a compiled function: IndexError: tuple index out of range " \
            "(torch/_library/custom_ops.py:700 in adinplaceorview_impl)" in lines
 
 

@@ -180,7 +180,9 @@ def test_default_specs_pass_every_trace_case(tmp_path_factory, version: str) -> 
     assert [c["name"] for c in cases] == [c["name"] for c in build_cases()], "the probe must run every case"
     failed = [c for c in cases if not c["passed"]]
     assert not failed, json.dumps(failed, indent=1)[:4000]
-    assert code == 0 and payload["ok"] is True
+    functions = [f for f in payload.get("trace_functions") or [] if not f["passed"]]
+    assert code == 0 and payload["ok"] is True, "; ".join(
+        f"{f['name']}: {f.get('root_cause') or f.get('error')}" for f in functions) or f"verify --trace exited {code}"
     for c in cases:
         assert c["flashinfer"] == version
         assert c["error"] is None, c
@@ -268,7 +270,10 @@ def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_fact
     assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
 
     patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
-    assert patched["calls"] == [], patched
+    assert [c for c in patched["calls"] if c[0] == "trace"] == [], patched
+    # importing may run subprocesses of its own, the same with the spec as without: on a CUDA build of torch without a
+    # GPU (make test-torch), ctypes.util.find_library runs ldconfig, gcc and ld while FlashInfer is imported
+    assert [c for c in patched["calls"] if c[0] == "import"] == [c for c in unpatched["calls"] if c[0] == "import"], patched
     assert patched["error"] is None, patched
     assert patched["graphs"] == 1 and patched["breaks"] == 0, patched
     assert patched["result"] == [1.0, 1.0], "is_cuda_version_at_least('12.8') must be True with torch.version.cuda = '12.8'"
