@@ -17,8 +17,8 @@ For each torch release (``run``):
    runs with ``PIP_CONSTRAINT=/dev/null``: a machine's pip configuration may cap torch (``constraint =`` in
    ``pip.conf``), which would refuse the newer releases. Then the test requirements (``requirements-test.txt``:
    pytest, FlashInfer's light import-time dependencies) and fp4patch's own dependencies (``pyproject.toml``);
-   fp4patch itself is imported from the checkout (``PYTHONPATH``), never installed there, so checkouts sharing the
-   cache never overwrite each other. A :class:`filelock.FileLock` per venv (``v<version>.lock`` beside it) makes
+   fp4patch itself is never installed there, so checkouts sharing the cache never overwrite each other: the tests
+   run in a venv of the checkout's own over it (:func:`checkout_python`). A :class:`filelock.FileLock` per venv (``v<version>.lock`` beside it) makes
    two runs wait for each other instead of building the same venv; ``fp4patch-matrix.json`` in the venv records
    what was installed, so a later run skips pip.
 2. **The tests marked ``torch_matrix``** under that venv's python, in pytest-xdist workers
@@ -387,20 +387,42 @@ def _now() -> str:
     return _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
 
 
-def run_tests(venv: Venv, jobs: str, junit: Path, extra: list[str] | None = None) -> tuple[int, float]:
-    """Run the ``torch_matrix`` tests of :data:`TEST_FILES` under ``venv``'s python; (pytest's exit status, seconds).
+def checkout_python(venv: Venv) -> Path:
+    """This checkout's interpreter over ``venv``: a venv of its own in ``build/torch-matrix/python-<torch>`` (made anew,
+    ``--without-pip``: no file copied) whose site-packages holds two ``.pth`` files, one adding the cached venv's
+    site-packages (``site.addsitedir``, so its own ``.pth`` files count) and one this checkout, as the editable install
+    of ``.venv`` adds it. Every interpreter the tests start (``sys.executable``) sees torch, the test requirements and
+    this checkout's fp4patch; the cached venv, shared by checkouts, is never written. Returns its ``bin/python``.
 
-    fp4patch comes from the checkout (``PYTHONPATH``); ``FP4PATCH_TOOL`` names the checkout venv's ``fp4patch``
-    (fp4patch in its own venv, for the Docker recipe of tests/test_torch_matrix.py) when it exists.
+    Raises:
+        MatrixError: the venv cannot be made.
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    root = REPORTS / f"python-{venv.path.name.removeprefix('v')}"
+    shutil.rmtree(root, ignore_errors=True)
+    made = subprocess.run([str(venv.python), "-m", "venv", "--without-pip", str(root)], capture_output=True, text=True, check=False)
+    own = site_packages(root)
+    shared = site_packages(venv.path)
+    if made.returncode != 0 or own is None or shared is None:
+        raise MatrixError(f"torch {venv.torch}: cannot make {root} over {venv.path} ({(made.stderr.strip().splitlines() or ['no site-packages'])[-1]})")
+    (own / "fp4patch_matrix_torch.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
+    (own / "fp4patch_matrix_checkout.pth").write_text(f"{REPO}\n")
+    return root / "bin" / "python"
+
+
+def run_tests(venv: Venv, jobs: str, junit: Path, extra: list[str] | None = None) -> tuple[int, float]:
+    """Run the ``torch_matrix`` tests of :data:`TEST_FILES` with :func:`checkout_python` over ``venv``; (pytest's exit
+    status, seconds). ``jobs``: pytest-xdist workers (``auto``, a number, ``0`` for one process); ``extra``: more
+    pytest arguments. ``FP4PATCH_TOOL`` names the checkout venv's ``fp4patch`` (fp4patch in its own venv, for the
+    Docker recipe of tests/test_torch_matrix.py) when it exists.
+    """
+    env = dict(os.environ)
     tool = REPO / ".venv" / "bin" / "fp4patch"
     if tool.exists() and "FP4PATCH_TOOL" not in env:
         env["FP4PATCH_TOOL"] = str(tool)
     parallel = [] if jobs == "0" else ["-n", jobs, "--dist", "loadgroup"]
     # below the range, what is checked is the refusal (the other tests skip there or fail for torch's own reasons)
     files = TEST_FILES if Version(Version(venv.torch).public) in SUPPORTED else [f"{TEST_FILES[-1]}::{BELOW_TEST}"]
-    command = [str(venv.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel, "-m", MARKS,
+    command = [str(checkout_python(venv)), "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel, "-m", MARKS,
                f"--junitxml={junit}", "-o", "junit_family=xunit1", *files, *(extra or [])]
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, env=env, check=False)
@@ -580,7 +602,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         junit.unlink(missing_ok=True)
         rc, seconds = run_tests(venv, args.jobs, junit, args.pytest_args)
         if not junit.is_file():
-            raise MatrixError(f"torch {version}: pytest wrote no report (exit {rc}); run it by hand: PYTHONPATH={REPO} {venv.python} -m pytest {' '.join(TEST_FILES)}")
+            raise MatrixError(f"torch {version}: pytest wrote no report (exit {rc}); run it by hand: {REPORTS}/python-{version}/bin/python -m pytest {' '.join(TEST_FILES)}")
         cases = read_junit(junit)
         summary = summarize(cases)
         results["releases"][version] = {

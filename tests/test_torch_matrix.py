@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -173,12 +172,14 @@ def trace_failure(report: dict) -> str:
 # ------------------------------------------------------------------------------------ the Docker recipe, engines' pins
 def server_venv(root: Path, flashinfer: str) -> Path:
     """A server venv as the README's Docker recipe has one: this interpreter's environment (torch and FlashInfer's
-    import-time dependencies, through a ``.pth`` file naming its site-packages: nothing copied) with
+    import-time dependencies, through a ``.pth`` file adding its site-packages: nothing copied) with
     flashinfer-python ``flashinfer`` installed ``--no-deps`` into a site-packages of its own. Returns its python."""
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True)
     (own,) = root.glob("lib/python3*/site-packages")
-    (own / "fp4patch_matrix_base.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # every site-packages of this interpreter, with its own .pth files (the matrix's venv is one over the cached torch venv)
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (own / "fp4patch_matrix_base.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in sites) + "\n")
     from fp4patch.releases import fetch
 
     python = root / "bin" / "python"
@@ -216,19 +217,21 @@ def test_docker_recipe_on_the_engine_pin(tmp_path: Path, record_property, engine
     python = server_venv(tmp_path / "server", flashinfer)
     (site,) = (tmp_path / "server").glob("lib/python3*/site-packages")
     before = tree_digest(site / "flashinfer")
+    problems = []  # every step runs, whatever the one before did: revert is checked after a failed verify too
     applied = run_tool("apply", "--python", str(python))
     if applied.returncode != 0:
-        fail_with(record_property, f"apply exited {applied.returncode}: {(applied.stderr.strip().splitlines() or [''])[-1]}", applied.stdout + applied.stderr)
+        problems.append(f"apply exited {applied.returncode}: {(applied.stderr.strip().splitlines() or [''])[-1]}")
     verified = run_tool("verify", "--trace", "--python", str(python), "--json")
     if verified.returncode != 0:
         cause = trace_failure(json.loads(verified.stdout)) if verified.stdout.strip() else (verified.stderr.strip().splitlines() or [""])[-1]
-        fail_with(record_property, f"verify --trace exited {verified.returncode}: {cause}", verified.stderr[-3000:])
+        problems.append(f"verify --trace exited {verified.returncode}: {cause}")
     reverted = run_tool("revert", "--python", str(python))
-    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
     after = tree_digest(site / "flashinfer")
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    if changed:
-        fail_with(record_property, f"revert left {len(changed)} files unlike the install: {', '.join(changed[:3])}")
+    if reverted.returncode != 0 or changed:
+        problems.append(f"revert exited {reverted.returncode}, {len(changed)} files unlike the install" + (f": {', '.join(changed[:3])}" if changed else ""))
+    if problems:
+        fail_with(record_property, "; ".join(problems), applied.stdout + applied.stderr + verified.stderr[-3000:] + reverted.stdout + reverted.stderr)
 
 
 # ------------------------------------------------------------------------------------ below the range
