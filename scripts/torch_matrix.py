@@ -50,6 +50,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: 2.7 is the first torch with Blackwell (sm_100, CUDA 12.8) builds, which NVFP4 needs; 2.15.0 is the newest release
 #: on the registry, 2026-12-02). The matrix runs a release below it to show that fp4patch refuses it.
 SUPPORTED = SpecifierSet(">=2.7,<2.16")
+RANGE_TEXT = "2.7 to 2.15"
 #: ``make test-torch``'s releases: the newest patch release of each minor of the range, both engines' pins (2.14.0,
 #: 2.14.1), and 2.6.0 below the floor.
 DEFAULT_MATRIX = ["2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0"]
@@ -105,6 +107,12 @@ MIN_FREE = 8 * 1024**3
 MIN_DEDUPE_SIZE = 1024**2
 #: The SHA-256 of the cached venvs' large files, kept beside them for the next dedupe.
 DIGESTS = ".dedupe-sha256.json"
+
+
+#: A test's failure when its child interpreter exited non-zero (``child_json`` of tests/python_forkserver.py) ...
+CHILD_EXITED = re.compile(r"^AssertionError: child exited -?\d+")
+#: ... and an exception line of the child's traceback, in pytest's report of it (``E   IndexError: ...``).
+EXCEPTION_LINE = re.compile(r"^E\s+((?:\w+\.)*\w*(?:Error|Exception|Unsupported|Exit)\b.*)$")
 
 
 class MatrixError(Exception):
@@ -452,6 +460,10 @@ def read_junit(junit: Path) -> list[dict]:
         if failure is not None and not cause:  # the first line of pytest's message, else the last of the traceback
             lines = [line for line in (failure.get("message") or "").splitlines() if line.strip()]
             cause = lines[0] if lines else ((failure.text or "").strip().splitlines() or [""])[-1]
+            if CHILD_EXITED.match(cause):  # a child script died (tests/python_forkserver.py): the exception it died of
+                raised = [m.group(1) for m in map(EXCEPTION_LINE.match, (failure.text or "").splitlines()) if m and not CHILD_EXITED.match(m.group(1))]
+                if raised:
+                    cause = f"{cause}: {raised[-1]}"
         module = (case.get("classname") or "").replace(".", "/")
         cases.append({
             "id": f"{module}.py::{case.get('name')}", "outcome": outcome, "cell": props.get("matrix_cell"),
@@ -527,18 +539,18 @@ def render_section(results: dict) -> str:
         BEGIN,
         "## torch × FlashInfer",
         "",
-        "Written by `make test-torch` (`scripts/torch_matrix.py`) from [torch-matrix.json](torch-matrix.json); each row is",
-        f"the release's last run. Supported torch range: **{SUPPORTED}** (FlashInfer 0.7.2+ imports only on torch ≥ 2.7, and",
-        "2.7 is the first torch with Blackwell builds,",
-        "which NVFP4 needs); a release below it is run to show that fp4patch refuses it. Each torch is the package",
-        "registry's build (on Linux the CUDA build, run on CPU) in a venv of its own, with fake CUDA tensors.",
+        "Written by `make test-torch` (`scripts/torch_matrix.py`, [development](development.md#the-torch-matrix)) from",
+        "[torch-matrix.json](torch-matrix.json); each row is that torch release's last run. The supported torch range is",
+        f"**{RANGE_TEXT}**: FlashInfer 0.7.2 and later import only on torch 2.7 or newer, and 2.7 is the first torch with",
+        "Blackwell builds, which NVFP4 needs; the release below it is run to check that fp4patch refuses it. Each torch is",
+        "the package registry's build (on Linux the CUDA build, run on CPU, the tests using fake CUDA tensors).",
         "",
-        "A FlashInfer cell counts the tests of `tests/test_torch_matrix.py` on that release, passed/run: `fp4patch apply`,",
-        "`verify --trace`, and each function `fp4patch scan` finds in the release, called from a compiled function and",
-        "handed to `torch.compile` directly (`fullgraph=True`; the functions a spec declares not needed, and those the",
-        "release lacks, are skipped). *suite tests* counts the other `torch_matrix` tests: the fullgraph trace tests,",
-        "eager stays eager and the MoE ops' compile checks (on 0.6.0 and 0.7.4). `[cN]` is the root cause of the",
-        "cell's first failure, listed below.",
+        "A FlashInfer cell counts the tests of `tests/test_torch_matrix.py` on that release, passed/run: after `fp4patch",
+        "apply`, `verify --trace`, and each function `fp4patch scan` finds in the release under `fullgraph=True`, called",
+        "from a compiled function and handed to `torch.compile` directly (skipped: the functions the release lacks and",
+        "those a spec declares not needed). *suite tests* counts the other `torch_matrix` tests: the fullgraph trace",
+        "tests, eager stays eager, and the MoE ops compiled with two token counts (on 0.6.0 and 0.7.4). `[cN]` is the",
+        "root cause of the cell's first failure (listed below the tables); torch-matrix.json has every failure's cause.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -634,7 +646,14 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    write_section(args.output, render_section(load_results(args.results)))
+    results = load_results(args.results)
+    if args.reread:  # the counts again from each row's kept junit report (after a change of how causes are read)
+        for version, row in results["releases"].items():
+            junit = REPORTS / f"junit-{version}.xml"
+            if junit.is_file():
+                row["summary"] = summarize(read_junit(junit))
+        save_results(results, args.results)
+    write_section(args.output, render_section(results))
     print(f"wrote {args.output}")
     return 0
 
@@ -651,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--min-size", type=int, default=MIN_DEDUPE_SIZE, help="dedupe: smallest file to link (bytes)")
         if name in ("run", "venv"):
             p.add_argument("versions", nargs="*" if name == "run" else "+", help="torch releases (run: default all of the matrix)")
+        if name == "report":
+            p.add_argument("--reread", action="store_true", help="count each row again from its junit report in build/torch-matrix")
         if name == "run":
             p.add_argument("--jobs", default="auto", help="pytest-xdist workers per release (0: one process)")
             p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="more pytest arguments (last)")
