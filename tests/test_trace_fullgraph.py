@@ -28,9 +28,11 @@ import ast
 import importlib.util
 import json
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fp4patch.spec import load_specs
 from fp4patch.trace import entries_for_specs
@@ -50,6 +52,8 @@ VERSIONS = ["0.6.0", "0.7.4"]
 #: the failing states (unpatched, compiler-disable) through verify --trace: 0.6.0 in make test; 0.7.4's
 #: walls are also named per function by tests/test_scan.py, its whole grid here is make test-all
 FAILING_VERSIONS = ["0.6.0", pytest.param("0.7.4", marks=pytest.mark.exhaustive)]
+#: this interpreter's torch release (the walls Dynamo meets differ between releases: make test-torch runs each)
+TORCH = Version(Version(metadata.version("torch")).public) if importlib.util.find_spec("torch") else Version("0")
 FP4_FILE = {"0.6.0": "flashinfer/fp4_quantization.py", "0.7.4": "flashinfer/quantization/fp4_quantization.py"}
 FULLGRAPH = "fp4-quantize-fullgraph"
 DISABLE = "fp4-quantize-compiler-disable"
@@ -146,9 +150,12 @@ def test_unpatched_fails_on_thread_lock(tmp_path_factory, version: str) -> None:
     assert [c["name"] for c in cases] == [c["name"] for c in build_cases()]
     for c in cases:
         assert not c["passed"], c["name"]
+        assert c["graphs"] == 0, c
+        if TORCH < Version("2.8"):  # torch 2.7's Dynamo stops earlier in FlashInfer's JIT set-up, on `add` of an unknown type and a list
+            assert c["error"] == "Unsupported: Failed to trace builtin operator" and "builtin operator `add`" in (c["error_explanation"] or ""), c
+            continue
         assert c["error"] == SKIPPED, c
         assert "_thread.allocate_lock" in (c["error_explanation"] or ""), c
-        assert c["graphs"] == 0, c
 
 
 @pytest.mark.parametrize("version", FAILING_VERSIONS)
