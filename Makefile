@@ -15,7 +15,7 @@ TORCH_INDEX_URL ?=
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
-.PHONY: help demo test test-heavy test-releases test-recipes test-eras test-all test-property lint bench compat clean
+.PHONY: help demo test test-heavy test-releases test-recipes test-torch test-eras test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
@@ -23,6 +23,7 @@ help:
 	@echo "make test-heavy - the heavy tests make test leaves out (tests/heavy.txt; CI runs both)"
 	@echo "make test-releases - every wheel release: apply, verify --trace, revert (CI runs it)"
 	@echo "make test-recipes - the Dockerfile, CI workflow and wheel recipes run end to end in fresh venvs (CI runs it too)"
+	@echo "make test-torch - the torch matrix: the torch_matrix tests under each torch of TORCH_MATRIX (cached venvs), the table in docs/compatibility.md"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
@@ -46,17 +47,29 @@ TEST_JOBS ?= auto
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadgroup
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases and not matrix" tests
 
 # The heavy tests (tests/heavy.txt: 6 s or more each, whole-pipeline checks in child interpreters); CI runs them
-# after make test. `make test` and `make test-heavy` together are the suite CI runs.
+# after make test. `make test` and `make test-heavy` together are the suite CI runs on torch 2.13; the cells of the
+# torch x FlashInfer table (marked matrix) run under make test-torch, every release on 2.13 under make test-releases.
 test-heavy: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases and not matrix" tests
 
 # Every wheel release of the catalog: apply, verify --trace (nested and direct), revert byte-identical
 # (tests/test_every_release.py, marked releases; about a CPU-minute a release). CI runs it after make test.
 test-releases: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m releases tests
+
+# The torch matrix (scripts/torch_matrix.py): for each torch release of TORCH_MATRIX, a venv of its own with that
+# torch from the package registry (the CUDA build, run on CPU; TORCH_INDEX_URL picks another index), cached outside
+# the checkout in FP4PATCH_TORCH_CACHE (5-7 GB each; identical files hard-linked across them), and the tests marked
+# torch_matrix run under it; the results go to docs/torch-matrix.json and the torch x FlashInfer table of
+# docs/compatibility.md. `make test-torch TORCH_MATRIX="2.10.0 2.15.0"` runs two. CI runs the range's two ends.
+TORCH_MATRIX ?= 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.0 2.14.1 2.15.0
+FP4PATCH_TORCH_CACHE ?= $(HOME)/.cache/fp4patch/torch
+export FP4PATCH_TORCH_CACHE
+test-torch: $(VENV)/.installed
+	$(PY) scripts/torch_matrix.py run --python $(PYTHON) --jobs $(TEST_JOBS) $(if $(TORCH_INDEX_URL),--torch-index-url $(TORCH_INDEX_URL) )$(TORCH_MATRIX)
 
 # The recipes end to end (marked `recipe`): the Dockerfile's build stage and the CI workflow's steps run
 # as written, the built wheel installed into a fresh venv; each installs into fresh venvs (minutes).

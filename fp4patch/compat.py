@@ -463,6 +463,21 @@ def render_replay(results: list[dict[str, Any]], spec_ids: list[str], seconds: f
 
 
 REPLAY_BEGIN, REPLAY_END = "<!-- replay: written by python -m fp4patch.compat --replay -->", "<!-- end of replay -->"
+#: The torch × FlashInfer section, written by ``make test-torch`` (``scripts/torch_matrix.py``, whose ``BEGIN`` and
+#: ``END`` these are): the sweep keeps it.
+TORCH_BEGIN = "<!-- torch matrix: written by make test-torch (scripts/torch_matrix.py); do not edit by hand -->"
+TORCH_END = "<!-- end of torch matrix -->"
+#: The sections of docs/compatibility.md that other commands write, kept (in this order) when the sweep rewrites it.
+KEPT_SECTIONS = ((TORCH_BEGIN, TORCH_END), (REPLAY_BEGIN, REPLAY_END))
+
+
+def keep_sections(text: str, old: str) -> str:
+    """``text`` (the sweep's new report) followed by each of :data:`KEPT_SECTIONS` found in ``old`` (the report it
+    replaces), each until the command that writes it runs again."""
+    for begin, end in KEPT_SECTIONS:
+        if begin in old and end in old:
+            text = text.rstrip("\n") + "\n\n" + begin + old.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+    return text
 
 
 def write_replay(path: Path, section: str) -> None:
@@ -679,8 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(catalog, results, spec_ids, {s.id for s in specs if s.default}, seconds, args.jobs, not args.no_trace, scan)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     old = args.output.read_text(encoding="utf-8") if args.output.is_file() else ""
-    if REPLAY_BEGIN in old and REPLAY_END in old:  # the replay (--replay) is kept until it runs again
-        text = text.rstrip("\n") + "\n\n" + REPLAY_BEGIN + old.split(REPLAY_BEGIN, 1)[1].split(REPLAY_END, 1)[0] + REPLAY_END + "\n"
+    text = keep_sections(text, old)  # the replay (--replay) and the torch matrix are kept until they run again
     args.output.write_text(text, encoding="utf-8")
     bad = [r for r in catalog.releases if problems(r, results[versions.index(str(r.version))])]
     print(f"wrote {args.output}: {len(catalog.releases) - len(bad)}/{len(catalog.releases)} releases handled in {seconds:.0f} s")

@@ -286,6 +286,7 @@ def test_unpatched_stops_at_the_jit_loader(trace_result, function: str, version:
         assert rec["where"] and wall in rec["where"], (rec["error"], rec["where"])
 
 
+@pytest.mark.torch_matrix  # make test-torch runs it under each torch of the matrix
 @pytest.mark.parametrize("version", TRACE_VERSIONS)
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_patched_is_one_graph_with_one_op_and_no_recompile(trace_result, function: str, version: str) -> None:

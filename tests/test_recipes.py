@@ -265,11 +265,11 @@ def test_the_make_recipe_tests_pass_under_every_readme_invocation(
 
 def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
     (run,) = [line for line in make_dry_run("test", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
-    quick = '-m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases"'
+    quick = '-m "not property_long and not eras and not exhaustive and not recipe and not heavy and not releases and not matrix"'
     assert " -n 3 --dist loadgroup " in run and quick in run
     (heavy,) = [line for line in make_dry_run("test-heavy", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
     # the heavy tests make test leaves out, with the same other exclusions: together they are the suite
-    assert " -n 3 --dist loadgroup " in heavy and '-m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases"' in heavy
+    assert " -n 3 --dist loadgroup " in heavy and '-m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases and not matrix"' in heavy
     (releases,) = [line for line in make_dry_run("test-releases", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=3") if " -m pytest " in line]
     assert " -n 3 --dist loadgroup " in releases and "-m releases" in releases
     (recipes,) = [line for line in make_dry_run("test-recipes", f"VENV={tmp_path / 'venv'}") if " -m pytest " in line]
@@ -278,4 +278,18 @@ def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
 
 def test_ci_runs_the_tests_and_the_recipes() -> None:
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")]
-    assert commands == ["make test", "make test-heavy", "make test-recipes"]
+    assert commands == ["make test", "make test-heavy", "make test-recipes", 'make test-torch TORCH_MATRIX="2.7.1 2.15.0"']
+
+
+def test_make_test_torch_runs_the_matrix_of_the_variables(tmp_path: Path) -> None:
+    """``make test-torch`` hands TORCH_MATRIX, TEST_JOBS and TORCH_INDEX_URL to scripts/torch_matrix.py, and the venvs'
+    cache (FP4PATCH_TORCH_CACHE) lies outside the checkout by default."""
+    index = "https://download.pytorch.org/whl/cpu"
+    (run,) = [line for line in make_dry_run("test-torch", f"VENV={tmp_path / 'venv'}", "TEST_JOBS=2", 'TORCH_MATRIX=2.10.0 2.15.0',
+                                            f"TORCH_INDEX_URL={index}") if "scripts/torch_matrix.py" in line]
+    assert run.endswith(f"scripts/torch_matrix.py run --python python3 --jobs 2 --torch-index-url {index} 2.10.0 2.15.0"), run
+    (default,) = [line for line in make_dry_run("test-torch", f"VENV={tmp_path / 'venv'}") if "scripts/torch_matrix.py" in line]
+    assert "--torch-index-url" not in default and default.endswith("--jobs auto 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.0 2.14.1 2.15.0")
+    done = subprocess.run(["make", "-pn", "test-torch", f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=REPO, check=False)
+    (cache,) = [line for line in done.stdout.splitlines() if line.startswith("FP4PATCH_TORCH_CACHE ")]
+    assert cache.endswith("$(HOME)/.cache/fp4patch/torch")

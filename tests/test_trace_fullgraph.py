@@ -28,9 +28,11 @@ import ast
 import importlib.util
 import json
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fp4patch.spec import load_specs
 from fp4patch.trace import entries_for_specs
@@ -42,6 +44,7 @@ from .python_forkserver import child_json
 
 pytestmark = [
     pytest.mark.torch,
+    pytest.mark.torch_matrix,  # make test-torch runs them under each torch of the matrix
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
 ]
 
@@ -49,6 +52,8 @@ VERSIONS = ["0.6.0", "0.7.4"]
 #: the failing states (unpatched, compiler-disable) through verify --trace: 0.6.0 in make test; 0.7.4's
 #: walls are also named per function by tests/test_scan.py, its whole grid here is make test-all
 FAILING_VERSIONS = ["0.6.0", pytest.param("0.7.4", marks=pytest.mark.exhaustive)]
+#: this interpreter's torch release (the walls Dynamo meets differ between releases: make test-torch runs each)
+TORCH = Version(Version(metadata.version("torch")).public) if importlib.util.find_spec("torch") else Version("0")
 FP4_FILE = {"0.6.0": "flashinfer/fp4_quantization.py", "0.7.4": "flashinfer/quantization/fp4_quantization.py"}
 FULLGRAPH = "fp4-quantize-fullgraph"
 DISABLE = "fp4-quantize-compiler-disable"
@@ -145,9 +150,12 @@ def test_unpatched_fails_on_thread_lock(tmp_path_factory, version: str) -> None:
     assert [c["name"] for c in cases] == [c["name"] for c in build_cases()]
     for c in cases:
         assert not c["passed"], c["name"]
+        assert c["graphs"] == 0, c
+        if TORCH < Version("2.8"):  # torch 2.7's Dynamo stops earlier in FlashInfer's JIT set-up, on `add` of an unknown type and a list
+            assert c["error"] == "Unsupported: Failed to trace builtin operator" and "builtin operator `add`" in (c["error_explanation"] or ""), c
+            continue
         assert c["error"] == SKIPPED, c
         assert "_thread.allocate_lock" in (c["error_explanation"] or ""), c
-        assert c["graphs"] == 0, c
 
 
 @pytest.mark.parametrize("version", FAILING_VERSIONS)
@@ -179,7 +187,9 @@ def test_default_specs_pass_every_trace_case(tmp_path_factory, version: str) -> 
     assert [c["name"] for c in cases] == [c["name"] for c in build_cases()], "the probe must run every case"
     failed = [c for c in cases if not c["passed"]]
     assert not failed, json.dumps(failed, indent=1)[:4000]
-    assert code == 0 and payload["ok"] is True
+    functions = [f for f in payload.get("trace_functions") or [] if not f["passed"]]
+    assert code == 0 and payload["ok"] is True, "; ".join(
+        f"{f['name']}: {f.get('root_cause') or f.get('error')}" for f in functions) or f"verify --trace exited {code}"
     for c in cases:
         assert c["flashinfer"] == version
         assert c["error"] is None, c
@@ -267,7 +277,10 @@ def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_fact
     assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
 
     patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
-    assert patched["calls"] == [], patched
+    assert [c for c in patched["calls"] if c[0] == "trace"] == [], patched
+    # importing may run subprocesses of its own, the same with the spec as without: on a CUDA build of torch without a
+    # GPU (make test-torch), ctypes.util.find_library runs ldconfig, gcc and ld while FlashInfer is imported
+    assert [c for c in patched["calls"] if c[0] == "import"] == [c for c in unpatched["calls"] if c[0] == "import"], patched
     assert patched["error"] is None, patched
     assert patched["graphs"] == 1 and patched["breaks"] == 0, patched
     assert patched["result"] == [1.0, 1.0], "is_cuda_version_at_least('12.8') must be True with torch.version.cuda = '12.8'"
