@@ -627,7 +627,7 @@ def render(target: CustomOpTarget) -> Rendered:
         ],
     )
     # callers are looked up by name: one missing from a release must not break the module's import
-    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)) + _set_piece(fn) + _carried_refusal(target))
+    tail = cst.parse_module(_TAIL.format(fn=fn, callers=repr(tuple(target.callers)), floor=".".join(map(str, TORCH_FLOOR)), floor_tuple=repr(TORCH_FLOOR)) + _set_piece(fn) + _ACTIVATE.replace("{fn}", fn) + _carried_refusal(target))
     # The op source's imports stand at module level: custom_op resolves string annotations (a module
     # with `from __future__ import annotations`) in the module's globals, not in the function's scope.
     redirect = _redirect(target)
@@ -939,7 +939,11 @@ def _fp4patch_{fn}_top_level_substituted():
     # (torch >= 2.13: torch/_dynamo/eval_frame.py wraps a polyfilled callable), not {fn}'s own body
     call = getattr(getattr(torch._dynamo.eval_frame, "_TorchDynamoContext", None), "__call__", None)
     return "is_polyfilled_callable" in getattr(getattr(call, "__code__", None), "co_names", ())
+'''
 
+#: The block's last statement, after every piece the callback reads (_set_piece's): where torch._dynamo is already
+#: imported (an engine imports it before FlashInfer), the callback runs at once.
+_ACTIVATE = '''
 
 if _fp4patch_{fn}_available:
     _fp4patch_{fn}_when_dynamo_imported(_fp4patch_{fn}_on_dynamo)
@@ -1006,6 +1010,7 @@ def _fp4patch_{fn}_with_load_hint(entry):
                 pass
         return out
 
+    _fp4patch_{fn}_hinted_entry.__wrapped__ = entry  # inspect.signature: the entry's own parameters
     return _fp4patch_{fn}_hinted_entry
 '''
 

@@ -364,6 +364,7 @@ class Engine:
         change.check_writable(self.store)
         run(self.store, self.dist, change.journal, change.undo, change.previous)
         written = [p for p in plans.values() if p.changes]
+        self._reports.clear()  # the files changed: every report is read again (from the seeded trees below)
         for plan in written:  # the reports after it (the recorded verdict) read these trees instead of parsing again
             if plan.module is not None:
                 self.sources.seed(plan.path, plan.patched, plan.module, plan.appended)
@@ -411,6 +412,7 @@ class Engine:
 
         remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
         run(self.store, self.dist, change.journal, change.undo, change.previous)
+        self._reports.clear()  # the files changed: every report is read again
         return touched
 
     # ------------------------------------------------------------------ the lock, bytecode, another install's record

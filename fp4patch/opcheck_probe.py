@@ -196,7 +196,7 @@ def patched_op(function):
     entry = getattr(module, f"_fp4patch_{function}_entry", None)
     if not entry:  # None: not patched; False: this torch cannot register it
         return None
-    op = inspect.getclosurevars(entry).nonlocals.get("OP")
+    op = inspect.getclosurevars(inspect.unwrap(entry)).nonlocals.get("OP")
     return op
 
 

@@ -90,13 +90,27 @@ def newline(data: bytes) -> bytes:
     return b"\r\n" if first > 0 and data[first - 1 : first] == b"\r" else b"\n"
 
 
+#: The first indented block of a file: a line ending with ``:`` and the indent of the next line that has code.
+_FIRST_BLOCK = re.compile(rb":[ \t]*\r?\n(?:[ \t]*\r?\n)*([ \t]+)\S")
+
+
+def indent_unit(data: bytes) -> str:
+    """The file's indent (its first indented block's, as libcst reads it): four spaces where none is found."""
+    found = _FIRST_BLOCK.search(data)
+    return found[1].decode("ascii") if found else "    "
+
+
 def stamp(unstamped: bytes, token: str, relatives: list[str], record: str) -> bytes:
     """``unstamped`` (a file's patched bytes) with the stamp of the set ``token`` of the files ``relatives``
-    (site-packages-relative) appended, in the file's own newline, after one newline; ``record`` is fp4patch's
-    manifest relative to the file's folder (POSIX). :func:`strip` gives ``unstamped`` back."""
+    (site-packages-relative) appended, in the file's own newline and indent (:func:`indent_unit`: a file indented
+    with tabs keeps no line of spaces), after one newline; ``record`` is fp4patch's manifest relative to the file's
+    folder (POSIX). :func:`strip` gives ``unstamped`` back."""
     nl = newline(unstamped)
     modules = "    (\n" + "".join(f"        {module_name(r)!r},\n" for r in sorted(relatives)) + "    ),\n"
     text = _TEMPLATE.format(token=token, count=len(relatives), modules=modules, record=record)
+    unit = indent_unit(unstamped)
+    if unit != "    ":
+        text = re.sub(r"(?m)^((?:    )+)", lambda m: unit * (len(m[1]) // 4), text)
     return unstamped + nl + text.replace("\n", nl.decode()).encode("ascii")
 
 

@@ -328,7 +328,8 @@ def test_status_and_against_in_a_log_are_aligned_lines(site_060: Path) -> None:
     assert "on the pristine release:\n" in against and re.search(rf"\n  {CUDA} +applied ", against), against
 
 
-def test_trace_cases_in_a_log_are_aligned_lines(capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_cases_in_a_log_are_aligned_lines(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a log this wide: no row wraps (another test of the worker may have set it)
     header = {"schema": 1, "distribution": "flashinfer-python", "version": "0.6.0", "site_packages": "/s"}
     reports = [{"id": CUDA, "state": "applied", "detail": "", "targets": [{"file": "flashinfer/jit/cpp_ext.py"}]}]
     cases = [

@@ -469,7 +469,7 @@ print("MARK" + json.dumps(dict(patched=hasattr(gb, name), results=results, entry
 
 FORWARD_CHILD = PRELUDE + HELPERS + r"""
 getattr(gb, "_fp4patch_%s_ready" % FN)()  # the op is registered on first need
-op = inspect.getclosurevars(getattr(gb, "_fp4patch_%s_entry" % FN)).nonlocals["OP"]
+op = inspect.getclosurevars(inspect.unwrap(getattr(gb, "_fp4patch_%s_entry" % FN))).nonlocals["OP"]
 schema = [a.name for a in op._schema.arguments]
 calls = []
 built = {}

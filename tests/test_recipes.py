@@ -206,7 +206,7 @@ def test_github_workflow_steps_run(tmp_path: Path) -> None:
 #: The variables the Makefile reads that a README invocation may set (``make test TORCH_INDEX_URL=...``,
 #: ``make test TEST_JOBS=0``, ``make demo FLASHINFER_VERSION=0.7.4``): make exports them to the suite, and a
 #: command-line one reaches every make run below through MAKEFLAGS.
-MAKE_VARIABLES = ("PYTHON", "VENV", "FLASHINFER_VERSION", "TORCH_SPEC", "TORCH_INDEX_URL", "TEST_JOBS", "ROUNDS", "JOBS")
+MAKE_VARIABLES = ("PYTHON", "VENV", "FLASHINFER_VERSION", "TORCH_SPEC", "TORCH_INDEX_URL", "TEST_JOBS", "ROUNDS", "JOBS", "TORCH_MATRIX", "FP4PATCH_TORCH_CACHE")
 #: What a parent make hands its children: the command-line variables and options of the invocation.
 MAKE_INHERITED = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "GNUMAKEFLAGS", "MAKEFILES")
 
@@ -278,7 +278,7 @@ def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
 
 def test_ci_runs_the_tests_and_the_recipes() -> None:
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")]
-    assert commands == ["make test", "make test-heavy", "make test-recipes", 'make test-torch TORCH_MATRIX="2.7.1 2.15.0"']
+    assert commands == ["make test", "make test-heavy", "make test-releases", "make test-recipes", 'make test-torch TORCH_MATRIX="2.7.1 2.15.0"']
 
 
 def test_make_test_torch_runs_the_matrix_of_the_variables(tmp_path: Path) -> None:
@@ -290,6 +290,7 @@ def test_make_test_torch_runs_the_matrix_of_the_variables(tmp_path: Path) -> Non
     assert run.endswith(f"scripts/torch_matrix.py run --python python3 --jobs 2 --torch-index-url {index} 2.10.0 2.15.0"), run
     (default,) = [line for line in make_dry_run("test-torch", f"VENV={tmp_path / 'venv'}") if "scripts/torch_matrix.py" in line]
     assert "--torch-index-url" not in default and default.endswith("--jobs auto 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.0 2.14.1 2.15.0")
-    done = subprocess.run(["make", "-pn", "test-torch", f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=REPO, check=False)
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES and k not in MAKE_INHERITED}  # as make_dry_run
+    done = subprocess.run(["make", "-pn", "test-torch", f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=REPO, env=env, check=False)
     (cache,) = [line for line in done.stdout.splitlines() if line.startswith("FP4PATCH_TORCH_CACHE ")]
     assert cache.endswith("$(HOME)/.cache/fp4patch/torch")

@@ -258,8 +258,9 @@ def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:
     assert [r["name"] for r in json.loads(done.stdout)["functions"]] == ["mxfp8_quantize", "mxfp8_quantize[cuda]", "mxfp8_quantize[cute-dsl]"]
 
 
-def test_rendering_of_each_status() -> None:
+def test_rendering_of_each_status(monkeypatch: pytest.MonkeyPatch) -> None:
     """The log lines and the terminal table show each status as documented (results made here, not scanned)."""
+    monkeypatch.setenv("COLUMNS", "200")  # a log this wide: no line wraps (another test of the worker may have set it)
     from rich.console import Console
 
     from fp4patch.render import scan_summary, scan_table
@@ -362,5 +363,5 @@ def test_the_root_cause_behind_a_fake_tensor_error_is_shown(tmp_path_factory) ->
     assert r["status"] == "fails" and r["error"].startswith("TorchRuntimeError: RuntimeError when making fake tensor call"), r
     assert r["root_cause"] == "ValueError: Unsupported backend for mxfp8_grouped_quantize: 'cuda'", r
     assert r["root_location"].startswith("flashinfer/quantization/fp8_quantization.py:"), r
-    (line,) = scan_lines([r])
+    line = " ".join(piece.strip() for piece in scan_lines([r]))  # wrapped at the log width
     assert "(root cause: ValueError: Unsupported backend for mxfp8_grouped_quantize: 'cuda' at flashinfer/quantization/fp8_quantization.py:" in line

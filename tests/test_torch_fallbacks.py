@@ -299,3 +299,16 @@ def test_a_refusal_without_dynamo_s_unsupported(missing: tuple[str, ...]) -> Non
     assert type(caught.value) is expected
     (line,) = str(caught.value).splitlines()
     assert line.startswith("fp4patch: mxfp8_quantize(batch_invariant=True) is not supported under torch.compile on FlashInfer "), line
+
+
+def test_a_block_executed_after_torch_dynamo_is_imported_registers_without_a_warning() -> None:
+    """An engine that imports ``torch._dynamo`` before FlashInfer (vLLM, SGLang) runs the block's callback while
+    the block is executed: it must find every piece it calls (the op is registered there and then, no
+    ``RuntimeWarning``; a callback placed before the pieces it reads warned ``NameError`` and left the
+    registration to the first trace)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        w = Wrapped("dynamo_first", ())
+    assert w.ns[f"_fp4patch_{w.fn_name}_entry"], "the op is registered when the block runs"
