@@ -83,6 +83,11 @@ def _cases_mxfp8_quantize(torch, dev):
         for swizzled in (True, False):
             x = torch.randn(m, 256, device=dev, dtype=torch.bfloat16)
             yield f"M={m} K=256 {'swizzled' if swizzled else 'linear'}", dict(input=x, is_sf_swizzled_layout=swizzled)
+    # the host path (a CPU input: float32, 2-D): uint8 x_q of the input's shape and uint8 scale factors
+    for m in (1, 129):
+        for swizzled in (True, False):
+            x = torch.randn(m, 256, dtype=torch.float32)
+            yield f"CPU M={m} K=256 {'swizzled' if swizzled else 'linear'}", dict(input=x, is_sf_swizzled_layout=swizzled)
 
 
 def _cases_bmm_fp8(torch, dev):
@@ -196,8 +201,16 @@ def patched_op(function):
     entry = getattr(module, f"_fp4patch_{function}_entry", None)
     if not entry:  # None: not patched; False: this torch cannot register it
         return None
-    op = inspect.getclosurevars(entry).nonlocals.get("OP")
-    return op
+    # the op source's entry closes over OP; the block may wrap it (the export load hint's
+    # _fp4patch_<function>_hinted_entry closes over the op source's entry as ``entry``): go down to it
+    for _ in range(4):
+        nonlocals = inspect.getclosurevars(entry).nonlocals
+        if nonlocals.get("OP") is not None:
+            return nonlocals["OP"]
+        entry = nonlocals.get("entry")
+        if not callable(entry):
+            return None
+    return None
 
 
 def _schema_defaults(op, function, given):
