@@ -9,7 +9,7 @@ out=${1:?OUTDIR}; rounds=${2:-301}; runs=${3:-2}; checks=${4:+--checks}
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_install.sh"
 for i in $(seq 1 "$runs"); do
-  PYTHONPATH=/tmp/unpatched:/tmp/site timeout 1200 python3 benchmarks/gpu_fullgraph.py percall-ab /tmp/patched \
+  PYTHONPATH=/tmp/unpatched:$SITEPATH timeout 1200 python3 benchmarks/gpu_fullgraph.py percall-ab /tmp/patched \
     --rounds "$rounds" --control /tmp/unpatched $checks > "$out/percall-$i.json" 2> "$out/percall-$i.err"
   echo "run $i exit $?"; tail -3 "$out/percall-$i.err"
 done

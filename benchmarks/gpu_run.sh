@@ -20,11 +20,11 @@ left() { local s=$(( deadline - SECONDS )); (( s < 30 )) && s=30; echo "$s"; }
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_install.sh"
 python3 -m fp4patch verify --site-packages /tmp/patched 2>&1 | tail -3
-timeout "$(left)" python3 benchmarks/import_bench.py --sites /tmp/unpatched /tmp/patched --pythonpath /tmp/site \
+timeout "$(left)" python3 benchmarks/import_bench.py --sites /tmp/unpatched /tmp/patched --pythonpath "$SITEPATH" \
   --rounds "${IMPORT_ROUNDS:-11}" --out "$out/import-h200.json" 2> "$out/import.err"
 echo "import bench exit $? at ${SECONDS}s"; tail -3 "$out/import.err"
 if [ "${OPCHECK:-0}" = 1 ]; then
-  PYTHONPATH=/tmp/patched:/tmp/site timeout "$(left)" python3 -m fp4patch verify --opcheck --json --site-packages /tmp/patched > "$out/opcheck.json" 2> "$out/opcheck.err"
+  PYTHONPATH=/tmp/patched:$SITEPATH timeout "$(left)" python3 -m fp4patch verify --opcheck --json --site-packages /tmp/patched > "$out/opcheck.json" 2> "$out/opcheck.err"
   echo "verify --opcheck exit $? at ${SECONDS}s"; tail -5 "$out/opcheck.err"
 fi
 timeout "$(( $(left) + 20 ))" python3 benchmarks/gpu_fullgraph.py orchestrate --unpatched /tmp/unpatched --patched /tmp/patched \

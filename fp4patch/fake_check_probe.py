@@ -90,11 +90,18 @@ class CaseError(Exception):
 
 def build(value, module, oracle, torch):
     """A case value as the call takes it: ``{"t": dims, "dtype": name}`` (+ ``"T": True``: the last two
-    dims transposed, a column-major view; + ``"stride"``) a fake CUDA tensor, ``{"enum": "Cls.member"}``
+    dims transposed, a column-major view; + ``"stride"``) a fake CUDA tensor (+ ``"device": "cpu"``: a fake CPU
+    tensor, for a wrapper's host path), ``{"enum": "Cls.member"}``
     the member of ``Cls`` in the wrapper's ``module`` (else in the ``flashinfer`` package), ``{"dtype": name}`` alone the ``torch.dtype`` (an
     ``out_dtype=torch.bfloat16`` argument), ``{"tuple": [...]}`` a tuple of those, a list element-wise, anything else as it is."""
     if isinstance(value, dict) and "t" in value:
-        t = oracle.cuda_tensor(tuple(value["t"]), getattr(torch, value["dtype"]), tuple(value["stride"]) if "stride" in value else None)
+        shape, dtype, stride = tuple(value["t"]), getattr(torch, value["dtype"]), tuple(value["stride"]) if "stride" in value else None
+        if value.get("device", "cuda") == "cuda":
+            t = oracle.cuda_tensor(shape, dtype, stride)
+        elif value["device"] == "cpu":
+            t = torch.empty(shape, dtype=dtype) if stride is None else torch.empty_strided(shape, stride, dtype=dtype)
+        else:
+            raise CaseError(f"a tensor on device {value['device']!r}: a grid names 'cuda' (the default) or 'cpu'")
         return t.transpose(-2, -1) if value.get("T") else t
     if isinstance(value, dict) and set(value) == {"dtype"}:
         return getattr(torch, value["dtype"])

@@ -83,6 +83,11 @@ def _cases_mxfp8_quantize(torch, dev):
         for swizzled in (True, False):
             x = torch.randn(m, 256, device=dev, dtype=torch.bfloat16)
             yield f"M={m} K=256 {'swizzled' if swizzled else 'linear'}", dict(input=x, is_sf_swizzled_layout=swizzled)
+    # the host path (a CPU input: float32, 2-D): uint8 x_q of the input's shape and uint8 scale factors
+    for m in (1, 129):
+        for swizzled in (True, False):
+            x = torch.randn(m, 256, dtype=torch.float32)
+            yield f"CPU M={m} K=256 {'swizzled' if swizzled else 'linear'}", dict(input=x, is_sf_swizzled_layout=swizzled)
 
 
 def _cases_bmm_fp8(torch, dev):

@@ -5,12 +5,15 @@ A grid reaches it as ``sibling("_tensors")`` (:func:`fp4patch.oracle.load_grid` 
 """
 
 
-def tensor(*shape, dtype="bfloat16", transposed=False):
+def tensor(*shape, dtype="bfloat16", transposed=False, device="cuda"):
     """A fake CUDA tensor of ``shape`` (ints, or names a grid resolves), dtype by torch name;
-    ``transposed``: a column-major view of the last two dims (``{"T": True}``)."""
+    ``transposed``: a column-major view of the last two dims (``{"T": True}``); ``device="cpu"``: a fake
+    CPU tensor instead (``{"device": "cpu"}``, for a wrapper's host path)."""
     t = {"t": list(shape), "dtype": dtype}
     if transposed:
         t["T"] = True
+    if device != "cuda":
+        t["device"] = device
     return t
 
 

@@ -18,6 +18,13 @@ torch.compile (their layouts are not mirrored): those cases check the refusal. A
 this grid does not know is ``unchecked``. The CUDA kernel's checks of ``alignment`` and of a non-contiguous
 input carry the kernel's message.
 
+The host path (a CPU input, every release): the kernel entry's CPU branch allocates uint8 ``input.shape`` (no
+padding) and uint8 scale factors from ``input.shape[0]`` / ``input.shape[1] // 32`` (128x4) or ``numel // 32``
+(linear), and refuses 8x4 (0.6.7+, where ``sf_swizzle_layout`` exists): fp32 ``[M, 64]`` for M in {0, 1, 8, 129},
+swizzled and linear, an ``alignment`` it ignores, each ``sf_swizzle_layout`` and each mirrored backend of the
+release; a 1-D input (128x4: ``IndexError`` in Python); what only the host kernel ``mxfp8_quantize_host`` refuses
+carries its message (a bf16 input, a 3-D one, a 1-D linear one).
+
 :func:`stubs` makes the CuTe-DSL driver run on CPU (as ``grids/fp4_quantize.py`` does): ``cutlass`` /
 ``cuda`` as stub packages where they are not installed, every ``_get_compiled_kernel*`` getter of
 ``kernels.mxfp8_quantize`` a recorder call returning a no-op launch, ``is_cute_dsl_available`` True.
@@ -108,6 +115,36 @@ def cases(params, release):
         add("backend=bogus", [_t(8, 64)], {"backend": "bogus"})
     if "batch_invariant" in params:
         add("batch_invariant=True", [_t(8, 64)], {"batch_invariant": True}, refused="the fake refuses batch_invariant under torch.compile")
+    out.extend(_host_cases(params, release))
+    return out
+
+
+def _host_cases(params, release):
+    """A CPU input: the kernel entry's host branch (``mxfp8_quantize_host``), see the module docstring."""
+    out = []
+
+    def add(name, args, kwargs=None, **extra):
+        out.append({"name": "CPU " + name, "args": args, "kwargs": kwargs or {}, "kernel": None, **extra})
+
+    def cpu(*shape, dtype="float32"):
+        return _t(*shape, dtype=dtype, device="cpu")
+
+    for m in (0, 1, 8, 129):
+        add(f"M={m} K=64 fp32", [cpu(m, 64)])
+        add(f"M={m} K=64 fp32 linear", [cpu(m, 64)], {"is_sf_swizzled_layout": False})
+    add("alignment=128 K=96", [cpu(8, 96)], {"alignment": 128})
+    add("alignment=128 K=96 linear", [cpu(8, 96)], {"alignment": 128, "is_sf_swizzled_layout": False})
+    add("1-D input", [cpu(64)])
+    add("1-D input linear", [cpu(64)], {"is_sf_swizzled_layout": False}, kernel="x_fp32 should be 2D tensor.")
+    add("3-D input", [cpu(2, 8, 64)], kernel="x_fp32 should be 2D tensor.")
+    add("bf16 input", [cpu(8, 64, dtype="bfloat16")], kernel="Inconsistency of Tensor type: x_fp32")
+    if "sf_swizzle_layout" in params:
+        for layout in ("layout_128x4", "layout_8x4", "layout_linear"):
+            add(f"M=129 K=64 {layout}", [cpu(129, 64)], {"sf_swizzle_layout": {"enum": f"SfLayout.{layout}"}})
+    if "backend" in params:
+        for backend in dict.fromkeys([*MIRRORED, *release.get("backends", ())]):
+            if backend in MIRRORED:
+                add(f"backend={backend}", [cpu(8, 64)], {"backend": backend})
     return out
 
 

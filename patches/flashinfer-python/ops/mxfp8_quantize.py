@@ -2,7 +2,7 @@
 
 Schema: ``(input, is_sf_swizzled_layout=True, alignment=32, enable_pdl=None, backend="auto",
 sf_swizzle_layout=-1, batch_invariant=False) -> (x_q, sf)``. ``sf_swizzle_layout`` (an ``SfLayout``, FlashInfer
-0.6.7+: a plain ``Enum`` there, an ``IntEnum`` in 0.7.x) crosses as its ``.value`` (0 = 128x4, 1 = 8x4,
+0.6.7+: an ``IntEnum``; a plain ``Enum`` in 0.6.0-0.6.6, whose wrapper does not take it) crosses as its ``.value`` (0 = 128x4, 1 = 8x4,
 2 = linear), ``None`` as -1, and is rebuilt with the target module's ``SfLayout`` inside the op. ``backend``
 exists from 0.6.7 (default ``"cuda"``; ``"auto"`` from 0.7.4, see the spec's per-release defaults),
 ``batch_invariant`` from 0.7.4.
@@ -15,6 +15,14 @@ contiguous; ``sf`` uint8 1-D of ``round_up(m, 128) * round_up(padded_K // 32, 4)
 ``round_up(m, 8) * round_up(padded_K // 32, 4)`` (8x4) or ``m * padded_K // 32`` (linear). The input is not
 transposed back: the kernel (``csrc/nv_internal/tensorrt_llm/thop/fp8Quantize.cpp``) requires it contiguous,
 ``alignment % 32 == 0`` and rank >= 2; the fake checks those with ``torch._check``.
+
+Fake, host path (a CPU ``input``, the CUDA backend; the same in every release 0.5.0-0.7.4): the kernel entry's
+``input.device.type == "cpu"`` branch ignores ``alignment`` and allocates ``x_q`` **uint8** ``input.shape`` (not
+float8, not padded) and the uint8 scale factors of ``round_up(input.shape[0], 128) * round_up(input.shape[1] // 32,
+4)`` (128x4) or ``input.numel() // 32`` (linear); 8x4 (0.6.7+) raises ``ValueError(f"{sf_swizzle_layout} is not
+supported for mxfp8 quantization on CPU.")`` (an ``IntEnum``: ``1``). A 1-D input fails on ``input.shape[1]`` for
+128x4 (``IndexError``). The host kernel ``mxfp8_quantize_host`` then requires float32 (``Inconsistency of Tensor type:
+x_fp32``) and 2-D (``x_fp32 should be 2D tensor.``); the fake checks those with ``torch._check``.
 
 Fake, CuTe-DSL path (``backend="cute-dsl"``, 0.6.7+: every release with the backend): the driver
 ``mxfp8_quantize_cute_dsl`` (``flashinfer/quantization/kernels/mxfp8_quantize.py``) asserts the dtype and
@@ -69,6 +77,21 @@ def _sf_size(m, padded_k, layout):
     raise ValueError(f"Invalid sf_swizzle_layout value: {layout}")
 
 
+def _host_fake(input, layout):
+    """The host path's outputs (a CPU ``input``): uint8 ``input.shape`` and the uint8 scale factors, ``alignment``
+    ignored; 0 = 128x4 (from ``input.shape[0]`` and ``input.shape[1] // 32``), 2 = linear, 1 = 8x4 refused."""
+    if layout == 1:
+        raise ValueError(f"{layout} is not supported for mxfp8 quantization on CPU.")
+    if layout == 0:
+        rows, cols = input.shape[0], input.shape[1] // 32
+        sf_size = (rows + 127) // 128 * 128 * ((cols + 3) // 4 * 4)
+    else:
+        sf_size = input.numel() // 32
+    torch._check(input.dtype == torch.float32, lambda: "Inconsistency of Tensor type: x_fp32")
+    torch._check(input.dim() == 2, lambda: "x_fp32 should be 2D tensor.")
+    return input.new_empty(input.shape, dtype=torch.uint8), input.new_empty((sf_size,), dtype=torch.uint8)
+
+
 def _cute_dsl_fake(input, alignment, layout, dtypes):
     """``mxfp8_quantize_cute_dsl``'s outputs: float8_e4m3fn ``[m, padded_K]`` (the input flattened to 2-D) and the
     scales; ``dtypes``: the names of the input dtypes its assert accepts, in its order."""
@@ -114,7 +137,8 @@ def op(
 
 
 def fake(**OP_PARAMS):
-    """float8_e4m3fn ``[*input.shape[:-1], padded_K]`` and the uint8 1-D scale factors of the chosen layout."""
+    """float8_e4m3fn ``[*input.shape[:-1], padded_K]`` and the uint8 1-D scale factors of the chosen layout (a CPU
+    input: the host path's uint8 ``input.shape`` and scale factors)."""
     backends = RELEASE["backends"]  # noqa: F821 - bound per release by the renderer
     if backends and backend not in backends:
         quoted = ["'%s'" % b for b in backends]
@@ -133,6 +157,8 @@ def fake(**OP_PARAMS):
                 raise ValueError("SfLayout.layout_8x4 is not supported in cute-dsl backend")
             sf_swizzle_layout = 0 if is_sf_swizzled_layout else 2
         return _cute_dsl_fake(input, alignment, sf_swizzle_layout, RELEASE["cute_dsl_dtypes"])  # noqa: F821
+    if input.device.type == "cpu":
+        return _host_fake(input, sf_swizzle_layout)
     torch._check(input.dim() >= 2, lambda: "Input should be >=2D tensor.")
     torch._check(alignment % 32 == 0, lambda: "alignment must be divisible by SF_VEC_SIZE = 32")
     torch._check(input.is_contiguous(), lambda: "input must be contiguous")
