@@ -93,13 +93,14 @@ class Change:
         check_writable(directory / "manifest.json")
 
 
-def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None) -> FilePlan:
+def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]], base: bytes | None = None, check: bool = True) -> FilePlan:
     """``relative`` (site-packages-relative) with the operations of every ``(spec, target)`` of
     ``pairs`` applied in order, on the installed file (read through ``sources``) or on ``base``
-    (a revert's original bytes, re-patched with the specs that stay).
+    (a revert's original bytes, re-patched with the specs that stay). ``check``: the result must compile
+    (:func:`check_result`); a caller that stamps the result checks the stamped bytes instead.
 
     Raises:
-        DriftError: the file is not valid Python, or the result does not compile.
+        DriftError: the file is not valid Python, or (``check``) the result does not compile.
     """
     import libcst as cst
 
@@ -131,7 +132,8 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
     if appended:  # in the file's encoding, without a second byte-order mark (utf-8-sig writes one per encode)
         encoding = "utf-8" if module.encoding.lower().replace("_", "-") == "utf-8-sig" else module.encoding
         patched += "".join("\n\n" + text for text in appended).encode(encoding)
-    check_result(path, patched)
+    if check:
+        check_result(path, patched)
     # the tree lacks the blocks appended as text: it serves the reports after apply (Sources.seed), never a plan
     return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module, tuple(appended))
 
@@ -272,8 +274,10 @@ def check_result(path: Path, data: bytes) -> None:
     Raises:
         DriftError: ``data`` does not compile.
     """
+    from .bytecode import compiled
+
     try:
-        compile(data, str(path), "exec", dont_inherit=True)
+        compiled(data, str(path))  # kept: the bytecode checks after the write compile the same bytes (bytecode.stale)
     except (SyntaxError, ValueError) as exc:
         raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
 

@@ -134,3 +134,30 @@ def test_printed_is_what_the_tree_prints(monkeypatch: pytest.MonkeyPatch, source
     module = edit(parsed)
     assert plan_module.printed(parsed, source, module) == module.bytes
     assert (whole == []) is copied
+
+
+def test_a_result_that_does_not_compile_is_refused_before_any_write(tmp_path, tmp_path_factory) -> None:
+    """The bytes apply would write, stamp included, must compile (plan.check_result after the set stamp): an edit that
+    libcst prints but CPython rejects (a nonlocal with no binding) is drift; nothing is written."""
+    import shutil
+
+    from fp4patch.errors import DriftError
+
+    from .conftest import snapshot
+
+    site = shutil.copytree(release_site("0.6.0", tmp_path_factory, sources_only=True), tmp_path / "site-packages")
+    specs_dir = tmp_path / "patches" / "flashinfer-python"
+    specs_dir.mkdir(parents=True)
+    (specs_dir / "nonlocal-demo.toml").write_text(
+        'id = "nonlocal-demo"\nsummary = "an edit that does not compile"\nrationale = "a test double"\ndistribution = "flashinfer-python"\ndefault = true\n'
+        'conflicts = []\nrequires = []\n\n[[target]]\nversions = ">=0.6.0"\nfile = "flashinfer/jit/cpp_ext.py"\n\n'
+        '  [[target.operation]]\n  kind = "insert-at-function-start"\n  function = "get_cuda_version"\n'
+        '  anchor-calls = ["subprocess.check_output"]\n  code = """\nnonlocal no_such_name\n"""\n',
+        encoding="utf-8",
+    )
+    specs = load_specs(tmp_path / "patches")
+    engine = Engine(find_distribution(from_site_packages(site), "flashinfer-python"), specs, notify=lambda m: None)
+    before = snapshot(site)
+    with pytest.raises(DriftError, match=r"cpp_ext\.py: patched result does not compile \(no binding for nonlocal"):
+        engine.apply(select_specs(specs, None))
+    assert snapshot(site) == before
