@@ -244,8 +244,17 @@ def _helper_module(module: str, source: str) -> dict[str, ast.FunctionDef]:
     return functions
 
 
-def _used_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+#: _used_names's results by node identity; the node is kept with them, so an id is never reused
+_USED_NAMES: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+
+
+def _used_names(node: ast.AST) -> frozenset[str]:
+    """Every name ``node`` uses (one walk per node: loading the specs asks about the same helper functions once per
+    target that imports them, about 800 times)."""
+    cached = _USED_NAMES.get(id(node))
+    if cached is None or cached[0] is not node:
+        cached = _USED_NAMES[id(node)] = (node, frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)))
+    return cached[1]
 
 
 @functools.lru_cache(maxsize=256)

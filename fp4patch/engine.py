@@ -38,7 +38,7 @@ from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
-from .plan import FilePlan, apply_change, check_apply, plan_file, revert_change, stamp_set
+from .plan import FilePlan, apply_change, check_apply, check_result, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
 from .report import SpecReport, TargetReport, check_spec
 from .selection import (
@@ -227,12 +227,14 @@ class Engine:
                 out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
         by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
-        plans = {rel: plan_file(self.sources, rel, pairs) for rel, pairs in by_file.items()}
+        plans = {rel: plan_file(self.sources, rel, pairs, check=False) for rel, pairs in by_file.items()}
         # every file the apply leaves patched carries the set's stamp (fp4patch.set_stamp), also one patched before
         manifest = self.store.load()
         if manifest is not None and other_install(manifest, self.dist):
             manifest = None  # another install's record: its files are not this install's set
         plans, self.set_token = stamp_set(self.sources, plans, manifest)
+        for file_plan in plans.values():  # the bytes to write must compile: the stamp included, as the bytecode checks compile them
+            check_result(file_plan.path, file_plan.patched)
         return plans
 
     def diff(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> list[FilePlan]:

@@ -248,6 +248,13 @@ def verify_recorded(args: VerifyArguments) -> int | None:
 def main() -> None:
     """Console-script entry point (``fp4patch``, ``python -m fp4patch``); exit codes as documented
     (130 for Ctrl-C, 143 for SIGTERM, with one line saying what state the files are in: :mod:`fp4patch.interrupts`)."""
+    import gc
+
+    # One command per process, and its big objects live to the end: the libcst trees of the files it reads (about 2
+    # million nodes on 0.7.4, none in a reference cycle: refcounting frees them) are walked by every full collection
+    # of the cyclic collector, which took about 1 CPU-second of a 4.3 s first `apply` (5 full collections). Off, an
+    # apply leaves about 2,700 objects in cycles, freed at exit.
+    gc.disable()
     from .interrupts import INTERRUPTS, on_terminate
 
     on_terminate()

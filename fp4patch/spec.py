@@ -186,17 +186,15 @@ class _Lines:
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
+        self._headers: dict[str, list[int]] = {}
 
     def header(self, name: str, index: int) -> int:
         """Line of the ``index``-th ``[[name]]`` header (1-based; 1 when not found)."""
-        seen = -1
-        pattern = re.compile(r"^\s*\[\[\s*" + re.escape(name) + r"\s*\]\]")
-        for number, line in enumerate(self.lines, 1):
-            if pattern.match(line):
-                seen += 1
-                if seen == index:
-                    return number
-        return 1
+        if name not in self._headers:  # one scan per name: a spec asks for each of its targets, operations and cases
+            pattern = re.compile(r"^\s*\[\[\s*" + re.escape(name) + r"\s*\]\]")
+            self._headers[name] = [number for number, line in enumerate(self.lines, 1) if pattern.match(line)]
+        found = self._headers[name]
+        return found[index] if 0 <= index < len(found) else 1
 
     def key(self, key: str, start: int = 1) -> int:
         """Line of the first ``key =`` at or after line ``start`` (``start`` when not found)."""
