@@ -113,9 +113,10 @@ def scan_results(version: str, mode: str, tmp_path_factory) -> dict[str, dict]:
 
 def in_form(result: dict, mode: str) -> dict:
     """A scan result as compiled in ``mode`` alone: its ``forms[mode]`` fragment over the top-level fields (which
-    are the first failing form's); a result with no fragment (not present, not needed, no call) as it is."""
+    are the first failing form's); a result that did not compile or fail (not present, no call, or one its spec
+    declares not needed, whose forms the scan kept) as it is."""
     fragment = (result.get("forms") or {}).get(mode)
-    if fragment is None:
+    if fragment is None or result["status"] not in ("compiles", "fails"):  # not-needed keeps its forms, declared
         return result
     return {**result, **fragment, "status": "compiles" if fragment["passed"] else "fails"}
 
