@@ -626,7 +626,7 @@ def scan(
             out.print(scan_table(title, results))
             out.print(scan_summary(results))
         elif not quiet:
-            print("\n".join([f"{h['distribution']} {h['version']} in {h['site_packages']}", *scan_lines(results), scan_summary(results)]), flush=True)
+            print("\n".join([f"{h['distribution']} {h['version']} in {h['site_packages']}", *scan_lines(results), *wrap(scan_summary(results))]), flush=True)
         return EXIT_OK
 
     _run(as_json, body, quiet)

@@ -42,6 +42,8 @@ class TargetEnvironment:
             absolute, or None: where it reads and writes bytecode instead of ``__pycache__``.
             For ``--site-packages`` and the default environment, this interpreter's.
         cache_tag: the target interpreter's ``sys.implementation.cache_tag`` (``cpython-311``).
+        torch_paths: where torch is looked up for the supported-torch check, when not ``paths``
+            (``--site-packages D --python P``: D, then P's import path).
         options: the command-line options that name this environment (``("--python", P)``,
             ``("--site-packages", D)``, or ``()`` for fp4patch's own), repeated in the commands
             fp4patch's messages advise so that they act on the same environment.
@@ -53,6 +55,9 @@ class TargetEnvironment:
     pycache_prefix: str | None = None
     cache_tag: str | None = None
     options: tuple[str, ...] = ()
+    #: Where the interpreter that imports the patched files finds torch, when not ``paths``: with
+    #: ``--site-packages D --python P``, D then P's path (P runs what D's FlashInfer compiles).
+    torch_paths: tuple[str, ...] = ()
 
     @property
     def bytecode_prefixes(self) -> tuple[str, ...]:
@@ -205,6 +210,7 @@ def checked_with(site: TargetEnvironment, interpreter: TargetEnvironment) -> Tar
         interpreter.pycache_prefix,
         interpreter.cache_tag,
         (*site.options, *interpreter.options),
+        (*site.paths, *interpreter.paths),
     )
 
 

@@ -31,10 +31,11 @@ SUPPORTED = f">={TORCH_FLOOR[0]}.{TORCH_FLOOR[1]}"
 
 def installed_torch(env: TargetEnvironment) -> str | None:
     """The version of the ``torch`` distribution on ``env``'s import path (its METADATA, through
-    :mod:`importlib.metadata`; torch is not imported), or None when none is installed there."""
+    :mod:`importlib.metadata`; torch is not imported), or None when none is installed there. With
+    ``--site-packages D --python P`` the path is D then P's (``env.torch_paths``): P imports D's FlashInfer."""
     from importlib import metadata
 
-    for dist in metadata.distributions(name="torch", path=list(env.paths)):
+    for dist in metadata.distributions(name="torch", path=list(env.torch_paths or env.paths)):
         version = dist.metadata["Version"]
         if version:
             return str(version)

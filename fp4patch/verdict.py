@@ -229,11 +229,18 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
     must name the distribution that :func:`fp4patch.environment.locate_distribution` finds first
     on the path (as ``find_distribution`` does for the full check), at the recorded version and
     site-packages. Never raises for a bad or stale
-    record (that is a miss); never writes. ``FP4PATCH_NO_VERDICT=1`` in the environment makes
+    record (that is a miss); never writes. A target whose torch is below the supported range
+    (:mod:`fp4patch.torch_support`; installed since the verdict was recorded) is a miss too, so that the
+    command refuses it. ``FP4PATCH_NO_VERDICT=1`` in the environment makes
     every lookup a miss (``verify`` then always checks the files itself).
     """
     if os.environ.get("FP4PATCH_NO_VERDICT"):
         return None
+    from .torch_support import installed_torch, supported
+
+    torch = installed_torch(env)
+    if torch is not None and not supported(torch):
+        return None  # a torch below the floor since (a downgrade): the full command refuses it in one line
     digest = None
     for entry in env.paths:
         state = Path(entry) / STATE_DIR

@@ -365,3 +365,17 @@ def test_the_root_cause_behind_a_fake_tensor_error_is_shown(tmp_path_factory) ->
     assert r["root_location"].startswith("flashinfer/quantization/fp8_quantization.py:"), r
     line = " ".join(piece.strip() for piece in scan_lines([r]))  # wrapped at the log width
     assert "(root cause: ValueError: Unsupported backend for mxfp8_grouped_quantize: 'cuda' at flashinfer/quantization/fp8_quantization.py:" in line
+
+
+def test_a_failed_trace_case_and_a_long_summary_keep_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace case whose compile failed before Dynamo counted breaks or made a graph (``verify --trace --json``
+    with fp4-quantize-compiler-disable applied) has ``graph_breaks`` and ``custom_ops`` null, which the schema
+    allows; the scan's summary line wraps at the log width like every other line (it ran to 225 columns)."""
+    from fp4patch.render import scan_summary, wrap
+
+    validate("trace_case", {"name": "m1-k64", "passed": False, "graphs": 0, "graph_breaks": None, "custom_ops": None,
+                            "error": "Unsupported: Skip calling `torch.compiler.disable()`d function"})
+    monkeypatch.delenv("COLUMNS", raising=False)
+    results = [{"name": f"function_number_{i}", "status": "left-out"} for i in range(12)]
+    lines = wrap(scan_summary(results))
+    assert len(lines) > 1 and all(len(line) <= 160 for line in lines), lines

@@ -47,14 +47,31 @@ def test_a_torch_below_the_floor_is_refused_in_one_line(site_060: Path, command:
     assert snapshot(site) == before, "nothing written"
 
 
-def test_verify_after_a_downgrade_is_refused_not_answered_from_the_verdict(site_060: Path) -> None:
-    """apply recorded a verdict that ``verify`` answers without the full CLI; a torch downgraded below the floor
-    afterwards is refused all the same (the fast path looks at the target's torch first)."""
+@pytest.mark.parametrize("command", ["verify", "apply"])
+def test_after_a_downgrade_is_refused_not_answered_from_the_verdict(site_060: Path, command: str) -> None:
+    """apply recorded a verdict that ``verify`` and an ``apply`` with nothing to write answer without the full CLI;
+    a torch downgraded below the floor afterwards is refused all the same (the recorded verdict is a miss there:
+    an apply said "already applied", exit 0)."""
     run_cli("apply", "--site-packages", str(site_060), check=True)
-    assert run_cli("verify", "--site-packages", str(site_060)).returncode == 0
+    assert run_cli(command, "--site-packages", str(site_060)).returncode == 0
     _with_torch(site_060, "2.6.0")
-    done = run_cli("verify", "--site-packages", str(site_060))
+    done = run_cli(command, "--site-packages", str(site_060))
     assert done.returncode == 2 and "torch 2.6.0 is older than fp4patch supports" in done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["apply", "verify"])
+def test_site_packages_checked_with_a_python_below_the_floor_is_refused(site_060: Path, tmp_path: Path, command: str) -> None:
+    """``--site-packages D --python P``: P imports D's FlashInfer, so P's torch is the one checked (D has none)."""
+    import sys
+
+    old_torch = _with_torch(tmp_path / "old-torch", "2.6.0") if (tmp_path / "old-torch").mkdir() is None else None
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={old_torch} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    before = snapshot(site_060)
+    done = run_cli(command, "--site-packages", str(site_060), "--python", str(python))
+    assert done.returncode == 2 and "torch 2.6.0 is older than fp4patch supports" in done.stderr, done.stdout + done.stderr
+    assert snapshot(site_060) == before, "nothing written"
 
 
 @pytest.mark.parametrize("version", [None, "2.7.0", "2.15.0+cu130"])
