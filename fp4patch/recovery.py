@@ -50,7 +50,7 @@ def recover(store: ManifestStore, dist: InstalledDistribution, notify: Callable[
         if leftovers:
             notify(f"rolled back an interrupted fp4patch run: it had not changed any file yet; removed its leftovers in {root}")
         return
-    what = f"{journal.operation} of {', '.join(journal.specs)}"
+    what = _what(journal)
     if (journal.distribution, journal.version) != (dist.name, str(dist.version)):
         notify(
             f"discarded the journal of an interrupted {what} on {journal.distribution} {journal.version}: "
@@ -71,6 +71,13 @@ def recover(store: ManifestStore, dist: InstalledDistribution, notify: Callable[
     notify(f"completed an interrupted {what} from its journal ({len(journal.files)} file(s); {store.journal_path} removed)")
 
 
+def _what(journal) -> str:
+    """``apply of a, b`` for a journal of up to three specs, else ``apply of 21 specs`` (a line in a log, not a list
+    of every spec id: 870-1,000 columns with the default specs)."""
+    specs = list(journal.specs)
+    return f"{journal.operation} of {', '.join(specs) if len(specs) <= 3 else f'{len(specs)} specs'}"
+
+
 def journal_note(store: ManifestStore, command: Callable[..., str]) -> str | None:
     """One line when a journal is in ``store``: an apply/revert is running in another process (it
     holds the lock: :func:`fp4patch.lock.held`), or was interrupted (with the commands that finish
@@ -83,7 +90,7 @@ def journal_note(store: ManifestStore, command: Callable[..., str]) -> str | Non
         journal = store.load_journal()
     except FileSystemError as exc:
         return str(exc)
-    what = f"{journal.operation} of {', '.join(journal.specs)}" if journal else "operation"
+    what = _what(journal) if journal else "operation"
     if held(store.lock_path):
         return f"an fp4patch {what} is running in another process ({journal_path})"
     return (

@@ -666,3 +666,14 @@ def _dist(site: Path):
     from fp4patch.environment import find_distribution
 
     return find_distribution(from_site_packages(site), "flashinfer-python")
+
+
+def test_an_interrupted_run_of_many_specs_is_counted_not_listed() -> None:
+    """The notes on an interrupted apply name up to three specs and count more (with the 21 default specs the
+    line ran to 870-1,000 columns in a log)."""
+    from types import SimpleNamespace
+
+    from fp4patch.recovery import _what
+
+    assert _what(SimpleNamespace(operation="apply", specs=["a", "b"])) == "apply of a, b"
+    assert _what(SimpleNamespace(operation="revert", specs=[f"spec-{i}" for i in range(21)])) == "revert of 21 specs"
