@@ -28,12 +28,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from .conftest import applied_site, release_site
 from .python_forkserver import child_json, run_python
+
+#: this interpreter's torch release (make test-torch runs the file under each torch of the matrix)
+TORCH = Version(Version(metadata.version("torch")).public) if importlib.util.find_spec("torch") else Version("0")
 
 pytestmark = [
     pytest.mark.torch,
@@ -70,9 +75,10 @@ def assert_kernel_once_per_call(result: dict, scenarios: list[str]) -> None:
 def test_every_situation_runs_the_kernel_once_per_call(tmp_path_factory, version: str) -> None:
     result = run(applied_site(version, tmp_path_factory), version, SCENARIOS)
     assert result["dynamo_imported_by_flashinfer"] is False, "importing the patched FlashInfer must not import torch._dynamo"
-    assert_kernel_once_per_call(result, SCENARIOS)
+    assert_kernel_once_per_call(result, SCENARIOS if TORCH >= Version("2.13") else [s for s in SCENARIOS if s != "subclass"])
     # the situations are real: the flag was set while those calls ran
-    assert result["flag_set"]["flag"] is True and result["thread"]["flag"] is True and result["thread"]["other_thread"] == []
+    if TORCH >= Version("2.13"):  # the process-wide flag of a whole compile: torch 2.13 on
+        assert result["flag_set"]["flag"] is True and result["thread"]["flag"] is True and result["thread"]["other_thread"] == []
     # traced: the op, one node per call, and no kernel while tracing
     assert [len(g) for g in result["compiled"]["graphs"]] == [1, 1]
     assert all(op.startswith(OP_PREFIX) for g in result["compiled"]["graphs"] for op in g)
@@ -85,8 +91,10 @@ def test_every_situation_runs_the_kernel_once_per_call(tmp_path_factory, version
     assert result["engine_op"]["graphs"] == [["fp4patch_test_engine.quant"]]
     # a backend running its graph while it compiles (eagerly, then through make_fx): the op's body, once each
     assert [len(g) for g in result["backend_runs_graph"]["graphs"]] == [1, 1]
-    # a tensor subclass calling fp4_quantize in __torch_dispatch__: AOTAutograd traces it into the op
-    assert [len(g) for g in result["subclass"]["graphs"]] == [1]
+    # a tensor subclass calling fp4_quantize in __torch_dispatch__: AOTAutograd traces it into the op (torch >= 2.13,
+    # which holds _is_compiling_flag while AOTAutograd traces; before, the call runs as unpatched: docs/eager-stays-eager.md)
+    if TORCH >= Version("2.13"):
+        assert [len(g) for g in result["subclass"]["graphs"]] == [1]
     # FlashInfer's own flashinfer::fp4_quantize (0.6.12+) calls the patched wrapper in its body
     assert result["upstream_op"].get("absent", False) is (version == "0.6.0")
 
@@ -170,10 +178,13 @@ def test_an_exported_program_names_the_import_its_loader_needs(tmp_path_factory,
     saved = child_json(site, CHILD, params, mark=MARK, timeout=900)["saved"]
     assert saved["ok"], saved.get("tb")
     for how in ("strict", "nonstrict"):
-        assert saved[how] and all(meta and meta.get("fp4patch") == LOAD_HINT for meta in saved[how]), (how, saved[how])
+        if TORCH >= Version("2.13"):  # the hint is recorded from 2.13 on (2.7 strict and 2.10 non-strict record none)
+            assert saved[how] and all(meta and meta.get("fp4patch") == LOAD_HINT for meta in saved[how]), (how, saved[how])
         program = tmp_path / f"export_{how}.pt2"
         bare = load_program(site, program, "bare")
         assert not bare["loaded"] and "deserializing" in bare["error"], bare
-        assert f"torch.ops.{OP_PREFIX}" in bare["log"] and "import flashinfer (patched by fp4patch" in bare["log"], (how, bare["log"][-3000:])
+        if TORCH >= Version("2.13"):  # older torch prints no warning naming the node
+            assert f"torch.ops.{OP_PREFIX}" in bare["log"], (how, bare["log"][-3000:])
+            assert "import flashinfer (patched by fp4patch" in bare["log"], (how, bare["log"][-3000:])
         imported = load_program(site, program, "import-flashinfer")
         assert imported["loaded"] and imported["ops"] and all(op.startswith(f"{OP_PREFIX}") for op in imported["ops"]), imported

@@ -273,11 +273,20 @@ print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, e
 @pytest.mark.parametrize("version", VERSIONS)
 def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_factory, version: str) -> None:
     unpatched = _child(release_site(version, tmp_path_factory, bytecode=True), CUDA_CHILD, {})
-    # the same set-up reaches subprocess while tracing without the spec, so this test can fail
-    assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
+    # the same set-up reaches subprocess while tracing without the spec, so this test can fail (torch 2.7's Dynamo
+    # stops earlier in FlashInfer's JIT set-up, on a method call it does not know: unpatched fails all the same)
+    if TORCH < Version("2.8"):
+        assert unpatched["error"] and unpatched["graphs"] == 0, unpatched
+    else:
+        assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
 
     patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
     assert [c for c in patched["calls"] if c[0] == "trace"] == [], patched
+    if TORCH < Version("2.8"):
+        # torch 2.7's Dynamo cannot trace the patched helper itself either ("Unsupported method call"): no subprocess
+        # in the trace, but no graph; the patched FlashInfer functions are ops and never trace it (docs/eager-stays-eager.md)
+        assert patched["error"] == "Unsupported: Unsupported method call", patched
+        return
     # importing may run subprocesses of its own, the same with the spec as without: on a CUDA build of torch without a
     # GPU (make test-torch), ctypes.util.find_library runs ldconfig, gcc and ld while FlashInfer is imported
     assert [c for c in patched["calls"] if c[0] == "import"] == [c for c in unpatched["calls"] if c[0] == "import"], patched
