@@ -21,7 +21,7 @@ help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
 	@echo "make test-heavy - the heavy tests make test leaves out (tests/heavy.txt; CI runs both)"
-	@echo "make test-releases - every wheel release: apply, verify --trace, revert (CI runs it)"
+	@echo "make test-releases - every wheel release: apply, verify --trace, revert (after an op, probe or spec change)"
 	@echo "make test-recipes - the Dockerfile, CI workflow and wheel recipes run end to end in fresh venvs (CI runs it too)"
 	@echo "make test-torch - the torch matrix: the torch_matrix tests under each torch of TORCH_MATRIX (cached venvs), the table in docs/compatibility.md"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
@@ -56,7 +56,8 @@ test-heavy: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "heavy and not property_long and not eras and not exhaustive and not recipe and not releases and not matrix" tests
 
 # Every wheel release of the catalog: apply, verify --trace (nested and direct), revert byte-identical
-# (tests/test_every_release.py, marked releases; about a CPU-minute a release). CI runs it after make test.
+# (tests/test_every_release.py, marked releases; about a CPU-minute a release). Run it after changing an op, a probe
+# or a spec (make compat traces the same and records it in the evidence, which tests/test_evidence_traced.py checks).
 test-releases: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m releases tests
 
