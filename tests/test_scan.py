@@ -130,6 +130,7 @@ def test_unpatched_every_function_fails_with_its_wall(linked_site, version: str)
     gone = {r["name"] for r in results if r["function"] in absent} | lacking
     assert payload["counts"] == {
         "compiles": 0, "fails": len(results) - len(gone) - len(DECLARED), "not-present": len(gone), "no-call": 0, "not-needed": len(DECLARED),
+        "left-out": 0,
     }
 
 
@@ -159,11 +160,11 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
         elif r["status"] != "not-present":
             assert_wall_named(site, r)
     # the log form: one aligned line per function
-    lines = scan_lines(results)
+    lines = [line for line in scan_lines(results) if line[2:3] != " "]  # a detail too long wraps under its column
     assert len(lines) == len(results)
     assert len({line.index(d) for line, d in zip(lines, [r["name"] for r in results])}) == 1
     details = [line[2 + max(len(r["name"]) for r in results) + 2 :] for line in lines]
-    assert details[0].startswith("compiles (1 graph, ops: fp4patch::")
+    assert details[0].startswith("compiles (1 graph, ops:")  # the op names may wrap under the column
 
 
 def check_variants_after_apply(site: Path, version: str, variants: dict) -> None:
