@@ -73,6 +73,16 @@ class CommandArguments:
     stat: bool = False
 
 
+
+def _option_value(rest: list[str], i: int, eq: str, value: str) -> tuple[str | None, int]:
+    """The value of the option just read from ``rest`` (``--name=value`` when ``eq``, else the next word, at ``i``) and
+    the index after it; ``(None, i)`` when it has none or it looks like an option (the full CLI reports it)."""
+    if not eq:
+        if i >= len(rest):
+            return None, i
+        value, i = rest[i], i + 1
+    return (None if not value or value.startswith("-") else value), i
+
 def parse_command(argv: list[str]) -> CommandArguments | None:
     """``argv`` (without the program name) as :class:`CommandArguments` for ``apply``, ``diff`` or ``status`` with
     only the options of :data:`OTHER_COMMANDS`, each well-formed; None otherwise (the full CLI parses it, and reports
@@ -94,12 +104,8 @@ def parse_command(argv: list[str]) -> CommandArguments | None:
             continue
         if name not in values:
             return None
-        if not eq:
-            if i >= len(rest):
-                return None
-            value = rest[i]
-            i += 1
-        if not value or value.startswith("-"):
+        value, i = _option_value(rest, i, eq, value)
+        if value is None:
             return None
         if name in ("--spec", "--skip"):
             getattr(args, name[2:]).append(value)
@@ -187,12 +193,8 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
             continue
         if name not in VALUE_OPTIONS:
             return None
-        if not eq:
-            if i >= len(rest):
-                return None
-            value = rest[i]
-            i += 1
-        if not value or value.startswith("-"):
+        value, i = _option_value(rest, i, eq, value)
+        if value is None:
             return None
         if name == "--spec":
             args.spec.append(value)
