@@ -172,6 +172,15 @@ def launcher_evidence(basis: Basis, target) -> tuple[list[str], list[str]]:
     return [p for p in pieces if p not in differs], differs
 
 
+def _absent_files(engine: Engine, pieces: list[str]) -> list[str]:
+    """The files (site-packages-relative) of ``pieces`` that the target's site-packages does not hold: a piece of an
+    absent file reads as differing (:func:`launcher_evidence`), which is true but says nothing of why."""
+    from .fingerprint import split_piece
+
+    files = dict.fromkeys(split_piece(piece, "")[0] for piece in pieces)
+    return [f for f in files if not engine.dist.locate(f).is_file()]
+
+
 def _launcher_note(pieces: list[str]) -> str:
     """``file: A.b[x], c[return]`` for pieces of one or more files."""
     from .fingerprint import split_piece
@@ -241,10 +250,13 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
                     launcher.setdefault(spec_id, []).extend(p for p in same if p not in launcher.get(spec_id, []))
                 continue
             if differs:
-                problems[spec_id].append(
-                    f"{function}: {result.summary()}, and the code that allocates them changed since {basis.release}: "
-                    f"{_launcher_note(differs)}"
+                missing = _absent_files(engine, differs)
+                changed = (
+                    f"the file that allocates them is missing from this install: {', '.join(missing)} (FlashInfer's wheels "
+                    f"ship the C++ launcher's sources; reinstall flashinfer-python, or leave the spec out with --skip {spec_id})"
+                    if missing else f"the code that allocates them changed since {basis.release}: {_launcher_note(differs)}"
                 )
+                problems[spec_id].append(f"{function}: {result.summary()}, and {changed}")
                 continue
         problems[spec_id].append(f"{function}: {result.summary()}")
     return problems

@@ -224,33 +224,49 @@ def test_a_partly_covered_known_release_applies_what_holds(tmp_path: Path, tmp_p
     assert snapshot(site) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug since the C++ launcher evidence merged (issue 24): a relabelled 0.7.4 wheel reports the four "
-    "TRT-LLM-Gen MoE specs' launcher pieces (flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu) as differing",
-)
-def test_verify_against_a_relabelled_wheel_reports_the_evidence_before_the_upgrade(tmp_path: Path) -> None:
-    """``verify --wheel`` of the next release (0.7.4's Python sources relabelled 0.7.5): ok, each spec
-    as verified on 0.7.4 — the same answers ``apply`` gives after the upgrade."""
+def relabelled_wheel(directory: Path, launcher: bool = True) -> Path:
+    """0.7.4's wheel relabelled 0.7.5: its Python sources, its .dist-info and (``launcher``) the C++ files the specs'
+    fakes mirror (:func:`fp4patch.releases.fingerprinted_native`), as the next release's wheel would hold them."""
     import zipfile
 
-    from fp4patch.releases import fetch
+    from fp4patch.releases import fetch, fingerprinted_native
 
-    wheel = tmp_path / "flashinfer_python-0.7.5-py3-none-any.whl"
+    wheel = directory / "flashinfer_python-0.7.5-py3-none-any.whl"
     with zipfile.ZipFile(fetch("flashinfer-python", "0.7.4")) as old, zipfile.ZipFile(wheel, "w") as new:
         for name in old.namelist():
-            if name.endswith(".py") or ".dist-info/" in name:
+            if name.endswith(".py") or ".dist-info/" in name or (launcher and name in fingerprinted_native()):
                 data = old.read(name)
                 if name.endswith("dist-info/METADATA"):
                     data = data.replace(b"\nVersion: 0.7.4\n", b"\nVersion: 0.7.5\n")
                 new.writestr(name.replace("flashinfer_python-0.7.4.dist-info", "flashinfer_python-0.7.5.dist-info"), data)
-    done = run_cli("verify", "--wheel", str(wheel), "--json")
+    return wheel
+
+
+def test_verify_against_a_relabelled_wheel_reports_the_evidence_before_the_upgrade(tmp_path: Path) -> None:
+    """``verify --wheel`` of the next release (0.7.4's Python sources and the C++ launcher files the specs'
+    fakes mirror, relabelled 0.7.5): ok, each spec as verified on 0.7.4 — the same answers ``apply`` gives after
+    the upgrade."""
+    done = run_cli("verify", "--wheel", str(relabelled_wheel(tmp_path)), "--json")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     payload = json.loads(done.stdout)
     assert payload["version"] == "0.7.5" and payload["catalog"]["where"] == "newer" and payload["ok"]
     bases = {r["id"]: r["basis"]["description"] for r in payload["specs"] if r["id"] in DEFAULT_PATCHING}
     assert set(bases.values()) == {"as verified on 0.7.4, same code"}, bases
     assert {r["id"] for r in payload["after_apply"] if r["state"] == "applied"} >= DEFAULT_PATCHING
+
+
+@pytest.mark.slow
+def test_a_wheel_without_the_launcher_sources_is_refused_naming_the_missing_file(tmp_path: Path) -> None:
+    """The same relabelled wheel without FlashInfer's C++ launcher source: the TRT-LLM-Gen MoE specs, whose
+    do_finalize=False outputs only that file says how to size, are refused naming the missing file and what to do
+    (not "the code changed"); the specs that do not mirror it are as verified on 0.7.4."""
+    done = run_cli("verify", "--wheel", str(relabelled_wheel(tmp_path, launcher=False)))
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    launcher = "flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu"
+    refused = [line for line in done.stdout.splitlines() if line.startswith("will not apply:")]
+    assert refused and all("moe" in line for line in refused), refused
+    assert f"is missing from this install: {launcher}" in " ".join(done.stdout.split()), done.stdout[-3000:]
+    assert "reinstall flashinfer-python" in done.stdout and "changed since 0.7.4" not in done.stdout
 
 
 @pytest.mark.slow
