@@ -58,8 +58,10 @@ test-heavy: $(VENV)/.installed
 # Every wheel release of the catalog: apply, verify --trace (nested and direct), revert byte-identical
 # (tests/test_every_release.py, marked releases; about a CPU-minute a release). Run it after changing an op, a probe
 # or a spec (make compat traces the same and records it in the evidence, which tests/test_evidence_traced.py checks).
+# RELEASES="0.7.2 0.7.2.post1" runs those only (CI: the engines' pins and a third of the rest, scripts/ci_releases.py).
+RELEASES ?=
 test-releases: $(VENV)/.installed
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m releases tests
+	FP4PATCH_RELEASES="$(RELEASES)" $(PY) -m pytest -q $(PYTEST_PARALLEL) -m releases tests
 
 # The torch matrix (scripts/torch_matrix.py): for each torch release of TORCH_MATRIX, a venv of its own with that
 # torch from the package registry (the CUDA build, run on CPU; TORCH_INDEX_URL picks another index), cached outside

@@ -8,7 +8,9 @@ and handed to ``torch.compile`` directly, its release-dependent arguments from t
 the two ends the quick suite checks (0.6.0, 0.7.4) fails here: the engines pin such releases (SGLang 0.5.23:
 0.7.2; vLLM 0.33.0: 0.7.2.post1).
 
-Marked ``releases``: ``make test-releases`` runs it (CI does, after ``make test``), about a CPU-minute a release.
+Marked ``releases``: ``make test-releases`` runs it, about a CPU-minute a release; ``RELEASES="0.7.2 0.7.2.post1"``
+(the environment's ``FP4PATCH_RELEASES``) runs those only. CI runs the engines' pins and a third of the rest, picked
+by the commit (``scripts/ci_releases.py``).
 """
 
 from __future__ import annotations
@@ -32,9 +34,15 @@ pytestmark = [
 ]
 
 WHEELS = [str(r.version) for r in load_catalog("flashinfer-python", SPECS_DIR).releases if r.archive == "wheel"]
+#: ``FP4PATCH_RELEASES`` (``make test-releases RELEASES=...``): the wheel releases to run, space-separated; all when unset.
+CHOSEN = os.environ.get("FP4PATCH_RELEASES", "").split()
+UNKNOWN = [v for v in CHOSEN if v not in WHEELS]
+if UNKNOWN:
+    raise pytest.UsageError(f"FP4PATCH_RELEASES names {', '.join(UNKNOWN)}, not a wheel release of the catalog (patches/flashinfer-python/catalog.json)")
+RUN = [v for v in WHEELS if v in CHOSEN] if CHOSEN else WHEELS
 
 
-@pytest.mark.parametrize("version", WHEELS)
+@pytest.mark.parametrize("version", RUN)
 def test_apply_verify_trace_revert(tmp_path: Path, tmp_path_factory, version: str) -> None:
     site = tmp_path / "site-packages"
     shutil.copytree(release_site(version, tmp_path_factory, bytecode=True), site, symlinks=True, copy_function=os.link)
