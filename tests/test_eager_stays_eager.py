@@ -182,7 +182,9 @@ def test_an_exported_program_names_the_import_its_loader_needs(tmp_path_factory,
             assert saved[how] and all(meta and meta.get("fp4patch") == LOAD_HINT for meta in saved[how]), (how, saved[how])
         program = tmp_path / f"export_{how}.pt2"
         bare = load_program(site, program, "bare")
-        assert not bare["loaded"] and "deserializing" in bare["error"], bare
+        assert not bare["loaded"], bare
+        if TORCH.release[:2] != (2, 8):  # torch 2.8 retries a failed load as its legacy format, and says only that
+            assert "deserializing" in bare["error"], bare  # the archive has no 'version' (make test-torch, 2026-12-02)
         if TORCH >= Version("2.13"):  # older torch prints no warning naming the node
             assert f"torch.ops.{OP_PREFIX}" in bare["log"], (how, bare["log"][-3000:])
             assert "import flashinfer (patched by fp4patch" in bare["log"], (how, bare["log"][-3000:])

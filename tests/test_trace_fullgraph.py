@@ -270,22 +270,30 @@ print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, e
 """.replace("MARK", MARK)
 
 
+#: Where Dynamo stops in FlashInfer's JIT set-up before torch 2.9, patched or not (make test-torch, 2026-12-02).
+OLD_DYNAMO_STOPS_AT = {
+    (2, 7): "Unsupported: Unsupported method call",
+    (2, 8): "InternalTorchDynamoError: AttributeError: 'UserDefinedExceptionObjectVariable' object has no attribute 'call_setattr'",
+}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_factory, version: str) -> None:
     unpatched = _child(release_site(version, tmp_path_factory, bytecode=True), CUDA_CHILD, {})
-    # the same set-up reaches subprocess while tracing without the spec, so this test can fail (torch 2.7's Dynamo
-    # stops earlier in FlashInfer's JIT set-up, on a method call it does not know: unpatched fails all the same)
-    if TORCH < Version("2.8"):
-        assert unpatched["error"] and unpatched["graphs"] == 0, unpatched
-    else:
+    # the same set-up fails to compile without the spec, so this test can fail: from torch 2.9 Dynamo reaches the
+    # subprocess call while tracing; torch 2.7 stops earlier in FlashInfer's JIT set-up, on a method call it does not
+    # know, and torch 2.8 on an exception object it cannot set an attribute of (InternalTorchDynamoError:
+    # 'UserDefinedExceptionObjectVariable' object has no attribute 'call_setattr'; make test-torch, 2026-12-02)
+    assert unpatched["error"] and unpatched["graphs"] == 0, unpatched
+    if TORCH >= Version("2.9"):
         assert [c for c in unpatched["calls"] if c[0] == "trace"], unpatched
 
     patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
     assert [c for c in patched["calls"] if c[0] == "trace"] == [], patched
-    if TORCH < Version("2.8"):
-        # torch 2.7's Dynamo cannot trace the patched helper itself either ("Unsupported method call"): no subprocess
-        # in the trace, but no graph; the patched FlashInfer functions are ops and never trace it (docs/eager-stays-eager.md)
-        assert patched["error"] == "Unsupported: Unsupported method call", patched
+    if TORCH < Version("2.9"):
+        # torch 2.7's and 2.8's Dynamo cannot trace the patched helper itself either: no subprocess in the trace, but
+        # no graph; the patched FlashInfer functions are ops and never trace it (docs/eager-stays-eager.md)
+        assert patched["error"] == OLD_DYNAMO_STOPS_AT[TORCH.release[:2]], patched
         return
     # importing may run subprocesses of its own, the same with the spec as without: on a CUDA build of torch without a
     # GPU (make test-torch), ctypes.util.find_library runs ldconfig, gcc and ld while FlashInfer is imported
