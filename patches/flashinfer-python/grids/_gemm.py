@@ -5,6 +5,7 @@ import from); standard library only at module level, like a grid.
 """
 
 import contextlib
+import functools
 import inspect
 
 
@@ -55,7 +56,76 @@ def gemm_stubs(oracle, recorder, gb, callers):
     saved = {n: recorder.returns.get(n) for n in factories}
     for n in factories:
         recorder.returns[n] = (lambda n: lambda *a, **k: getattr(recorder, n))(n)
-    return _restoring(recorder, saved, oracle.replaced(targets))
+    return _restoring(recorder, saved, _cute_dsl_installed(callers, oracle.replaced(targets)))
+
+
+def _cute_dsl_installed(callers, inner):
+    """Before 0.6.6 (no ``_check_cute_dsl_availability``) a cute-dsl requirement checks CuTe DSL itself
+    (``from flashinfer.cute_dsl.utils import is_cute_dsl_available``, a module that imports ``cutlass``) and
+    raises ``RuntimeError("CuTe DSL is not available.")`` without it, which ``backend="auto"``'s
+    ``suitable_auto_backends`` does not skip (it skips a ``ValueError``): 0.6.5's ``mm_fp4(backend="auto")``
+    raises on a machine without ``nvidia-cutlass-dsl``, a Requires-Dist of that release. As on any install of
+    it, each requirement of the callers' ``@backend_requirement`` that says so passes (its other checks run
+    first and still refuse). The requirements are in the decorator's closure (``backend_checks``), read at call
+    time, so the dict is changed in place and restored after ``inner``."""
+    changed = []
+    for checks in {id(d): d for fn in callers for d in _closure_dicts(fn, depth=3)}.values():
+        for backend, check in list(checks.items()):
+            if "CuTe DSL is not available" in _source(check):
+                changed.append((checks, backend, check))
+                checks[backend] = _installed(check)
+    return _restoring_checks(changed, inner)
+
+
+def _closure_dicts(fn, depth):
+    """The dicts in the closure cells of ``fn`` and of the functions its cells hold (``depth`` levels): the
+    decorator's ``backend_checks`` is referenced by its nested helpers, not always by the wrapper itself."""
+    found = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        elif depth > 1 and callable(value) and hasattr(value, "__closure__"):
+            found.extend(_closure_dicts(value, depth - 1))
+    return found
+
+
+def _source(fn):
+    import inspect
+
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+
+
+def _installed(check):
+    """``check``, passing where it would say CuTe DSL is missing; its attributes kept (``@supported_compute_capability``
+    gives a requirement ``is_compute_capability_supported``, which the decorator reads)."""
+
+    @functools.wraps(check)
+    def passes_with_cute_dsl(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except RuntimeError as exc:
+            if str(exc) != "CuTe DSL is not available.":
+                raise
+            return True
+
+    return passes_with_cute_dsl
+
+
+@contextlib.contextmanager
+def _restoring_checks(changed, inner):
+    try:
+        with inner:
+            yield
+    finally:
+        for checks, backend, check in changed:
+            checks[backend] = check
 
 
 @contextlib.contextmanager
