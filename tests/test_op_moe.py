@@ -404,7 +404,7 @@ def test_patched_compiles_once_over_token_counts(dynamic_result, function: str, 
     symbolic in the traced outputs, and each call's outputs shaped for its own count (the unfinalized
     GEMM2 row count a fresh unbacked size, capture_dynamic_output_shape_ops on)."""
     op_name = rendered(function, version).op_name
-    runs = [r for r in dynamic_result(version)[function] if r["capture"] or not r["case"].get("do_finalize") is False]
+    runs = [r for r in dynamic_result(version)[function] if r["capture"] or r["case"].get("do_finalize") is not False]
     assert {r["kind"] for r in runs} == set(TOKEN_COUNTS) and len(runs) >= 2 * len(TOKEN_COUNTS)
     for r in runs:
         where = (r["case"], r["kind"])
