@@ -227,7 +227,7 @@ def percall_ab(patched_site: str, rounds: int = 61, iters: int = 300, control_si
         unpatched = sys.modules[inspect.unwrap(getattr(flashinfer, name)).__module__]
         relative = os.path.relpath(unpatched.__file__, root)
         patched = _load_beside(unpatched, patched_site, relative, "ab")
-        if not hasattr(patched, f"_fp4patch_{name}_tracing"):  # the redirect's second test (fp4patch/custom_op.py)
+        if not hasattr(patched, f"_fp4patch_{name}_tracing"):  # the redirect's second test (fp4patch/ops/redirect.py)
             out[name] = {"error": "not patched in " + relative}
             continue
         fns = {"unpatched": getattr(unpatched, name), "patched": getattr(patched, name)}

@@ -382,7 +382,7 @@ def agreement(spec, resolution, truth: list) -> str:
     (the applied op differs from the one verified for that release)."""
     from dataclasses import replace
 
-    from .op_cache import render_cached
+    from .ops.cache import render_cached
 
     def names(targets, drop: frozenset[str] = frozenset()) -> list[str]:
         out = []

@@ -365,7 +365,7 @@ def carriable(installed: list[list[str]], verified: list[list[str]], function: s
     op = ops[0]
     if others:
         return [], changes
-    from .custom_op import release_data, source_defaults
+    from .ops.render import release_data, source_defaults
 
     known = source_defaults(op)
     modelled = sorted(release_data(op))
@@ -396,7 +396,7 @@ def carriable(installed: list[list[str]], verified: list[list[str]], function: s
 def carried_target(target: Target, carried: list[tuple[str, str]] | tuple[tuple[str, str], ...], version: str, release: str) -> Target:
     """``target`` carried to a release whose wrapper added the parameters ``carried`` (``(name, default)``,
     :func:`carriable`): its ``custom-op`` takes them as the wrapper's parameters too, and the redirect refuses,
-    while compiling, a value other than the default (:func:`fp4patch.custom_op.render`; ``version``: the
+    while compiling, a value other than the default (:func:`fp4patch.ops.render.render`; ``version``: the
     installed release, ``release``: the verified one, both named in that refusal). The op, its fake and its
     check are ``target``'s. ``target`` itself when nothing is carried."""
     from dataclasses import replace

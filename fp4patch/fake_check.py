@@ -9,7 +9,7 @@ their (shape, stride, dtype). The site-packages must already be patched (``fp4pa
 or on the temporary copy being checked): the probe calls the module's ``_fp4patch_<function>_entry``.
 
 The request data comes from a spec target (:func:`requests_for`): each ``custom-op`` operation's
-function, its parameters in that release and its release data (:func:`fp4patch.custom_op.release_data`).
+function, its parameters in that release and its release data (:func:`fp4patch.ops.release.release_data`).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def requests_for(spec: Any, target: Any) -> list[FakeCheckRequest]:
     a :class:`fp4patch.spec.Spec`), in order; the grid is looked up beside the spec
     (``<spec dir>/grids/<function>.py``). A target without custom ops gives ``[]``.
     """
-    from .custom_op import release_data
+    from .ops.release import release_data
 
     requests = []
     for kind, kwargs in target.operation_specs:

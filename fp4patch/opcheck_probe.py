@@ -196,7 +196,7 @@ def patched_op(function):
         return None
     module = sys.modules.get(getattr(inspect.unwrap(fn), "__module__", ""), None)
     ready = getattr(module, f"_fp4patch_{function}_ready", None)
-    if ready is not None:  # the block registers its op on first need (fp4patch/custom_op.py), not at import
+    if ready is not None:  # the block registers its op on first need (fp4patch/ops/redirect.py), not at import
         ready()
     entry = getattr(module, f"_fp4patch_{function}_entry", None)
     if not entry:  # None: not patched; False: this torch cannot register it

@@ -17,7 +17,7 @@ code (never inside a rendered op block: the op names fingerprint the rendered co
   one was killed, sees another token or none.
 
 The patched code reads the stamp where it decides to trace through fp4patch's op (the set piece of
-:mod:`fp4patch.custom_op`): it does so only when this module's stamp was confirmed at import and every module of
+:mod:`fp4patch.ops.redirect`): it does so only when this module's stamp was confirmed at import and every module of
 the set loaded in the process carries the same confirmed token. Otherwise the function traces as its unpatched
 code would, and one warning per process says why. A module written by anything but ``apply`` (a rendered block
 run as is) has no stamp and is not checked. docs/reliability.md says what is promised.

@@ -92,8 +92,8 @@ class Target:
 
     @property
     def custom_ops(self) -> list:
-        """The :class:`~fp4patch.custom_op.Rendered` op of each ``custom-op`` operation, in order."""
-        from .op_cache import render_cached
+        """The :class:`~fp4patch.ops.source.Rendered` op of each ``custom-op`` operation, in order."""
+        from .ops.cache import render_cached
 
         return [render_cached(kwargs["target"]) for kind, kwargs in self.operation_specs if kind == "custom-op"]
 
@@ -114,8 +114,8 @@ class Target:
 
 def _custom_op_operations(kwargs: dict[str, Any]) -> list:
     """A ``custom-op`` as the two operations it renders to: the redirect and the op block."""
-    from .op_cache import render_cached
     from .operations import AppendToModule, InsertAtFunctionStart
+    from .ops.cache import render_cached
 
     rendered = render_cached(kwargs["target"])
     return [
@@ -447,7 +447,7 @@ class _SpecBuilder:
         return code
 
     def custom_op(self, table: dict[str, Any], line: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        from .custom_op import CustomOpTarget, OpSourceError, check_op_source, read_helpers
+        from .ops.render import CustomOpTarget, OpSourceError, check_op_source, read_helpers
 
         if kwargs["anchor_params"]:
             raise self.fail(self.lines.key("anchor-params", line), "a custom-op takes 'params' (the release's parameters), not 'anchor-params'")

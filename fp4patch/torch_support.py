@@ -1,6 +1,6 @@
 """Which torch releases fp4patch supports in the target environment, read without importing torch.
 
-The supported range is torch 2.7 (:data:`fp4patch.custom_op.TORCH_FLOOR`) or newer, tested up to
+The supported range is torch 2.7 (:data:`fp4patch.ops.redirect.TORCH_FLOOR`) or newer, tested up to
 :data:`NEWEST_TESTED` (``docs/compatibility.md``, the torch × FlashInfer table of ``make test-torch``).
 Why 2.7: FlashInfer 0.7.2 and newer import only on torch 2.7 or newer (they read
 ``torch.float8_e8m0fnu`` at import), and 2.7 is the first torch with Blackwell (sm_100, CUDA 12.8)
@@ -9,7 +9,7 @@ builds, which NVFP4 kernels need; fp4patch relies on ``torch.library.custom_op``
 
 Below the floor, ``apply`` and ``verify`` refuse in one line before anything is written, and a FlashInfer
 patched under another torch and imported under such a one behaves as unpatched (the rendered code checks
-the same floor: ``fp4patch/custom_op.py``, ``_TAIL``). A newer torch than :data:`NEWEST_TESTED` is not
+the same floor: ``fp4patch/ops/redirect.py``, ``_STATE``). A newer torch than :data:`NEWEST_TESTED` is not
 refused (a Docker build must not break on the day torch ships); ``verify --trace`` is its check.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .custom_op import TORCH_FLOOR
 from .errors import EnvironmentProblem
+from .ops.redirect import TORCH_FLOOR
 
 if TYPE_CHECKING:
     from .environment import TargetEnvironment

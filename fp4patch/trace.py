@@ -165,7 +165,7 @@ def run_scan(
 
 def probe_release_data(engine: Any, specs: list) -> dict[str, dict[str, Any]]:
     """spec id → the ``RELEASE`` dict its custom op is rendered with on the installed release
-    (:func:`fp4patch.custom_op.release_data` of each custom-op operation of the targets ``engine`` resolves
+    (:func:`fp4patch.ops.release.release_data` of each custom-op operation of the targets ``engine`` resolves
     for it: the spec's ``[target.operation.release]`` over the op source's own). The scan and ``verify
     --trace`` take a release's call arguments from it (a backend that release accepts). Specs without a
     custom-op target on that release are left out; ``engine`` is a :class:`fp4patch.engine.Engine`.
@@ -181,8 +181,8 @@ def probe_release_data(engine: Any, specs: list) -> dict[str, dict[str, Any]]:
 
 def target_release_data(target: Any) -> dict[str, Any] | None:
     """The ``RELEASE`` dict of the first custom-op operation of ``target`` (a :class:`fp4patch.spec.Target`), or
-    None when it has none (:func:`fp4patch.custom_op.release_data`)."""
-    from .custom_op import release_data
+    None when it has none (:func:`fp4patch.ops.release.release_data`)."""
+    from .ops.release import release_data
 
     for kind, fields in target.operation_specs:
         if kind == "custom-op":

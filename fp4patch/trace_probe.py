@@ -36,7 +36,7 @@ import sys
 import traceback
 
 # fp4patch's op for fp4_quantize is named fp4patch::fp4_quantize_<8 hex>: the suffix is a
-# fingerprint of its schema, fake and release data (fp4patch/custom_op.py).
+# fingerprint of its schema, fake and release data (fp4patch/ops/render.py).
 EXPECTED_OP = re.compile(r"fp4patch::fp4_quantize_[0-9a-f]{8}")
 #: Environment variables with which torch turns torch.compile into a no-op (torch 2.x:
 #: ``torch/_dynamo/config.py`` reads TORCH_COMPILE_DISABLE, ``torch/_dynamo/eval_frame.py`` TORCHDYNAMO_DISABLE).

@@ -23,7 +23,7 @@ def load_op_source(path: str, module_globals: dict, release: dict | None = None,
     parameter that a release lacks is simply not passed: the source's default then stands for it, as the
     renderer binds it.
     """
-    from fp4patch.custom_op import plain_source, read_helpers
+    from fp4patch.ops.render import plain_source, read_helpers
 
     with open(path, encoding="utf-8") as f:
         text = f.read()

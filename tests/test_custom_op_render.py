@@ -1,4 +1,4 @@
-"""The op-source renderer's placeholders (``fp4patch/custom_op.py``), as before/after pairs.
+"""The op-source renderer's placeholders (``fp4patch/ops/``: ``params``, ``omit``, ``helpers``), as before/after pairs.
 
 ``def entry(**OP_PARAMS):`` / ``def fake(**OP_PARAMS):`` take op's parameter list; ``OP(**OP_PARAMS, ...)`` /
 ``WRAPPER(**OP_PARAMS, ...)`` pass every parameter of op present in the release by keyword (an explicit keyword
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, OpSourceError, check_op_source, plain_source, read_helpers, render
+from fp4patch.ops.render import CustomOpTarget, OpSourceError, check_op_source, plain_source, read_helpers, render
 
 
 def src(text: str) -> str:

@@ -170,7 +170,7 @@ def test_an_exported_program_names_the_import_its_loader_needs(tmp_path_factory,
     registers the op). Loaded elsewhere, torch fails with its generic "We ran into an error when deserializing the
     saved file. Please check the warnings above": the warning above prints the op's node, which now carries the fix in
     its metadata, for strict and non-strict export alike; with `import flashinfer` first the program loads."""
-    from fp4patch.custom_op import LOAD_HINT
+    from fp4patch.ops.render import LOAD_HINT
 
     version = "0.7.4"
     site = applied_site(version, tmp_path_factory)

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget
 from fp4patch.environment import from_site_packages
 from fp4patch.errors import EnvironmentProblem
 from fp4patch.fake_check import FAKE_CHECK_PROBE, ORACLE, FakeCheckRequest, describe_failure, requests_for, run_fake_check
+from fp4patch.ops.render import CustomOpTarget
 
 from . import op_grids
 from .conftest import REPO, applied_site

@@ -4,7 +4,7 @@ libcst writes each line break of inserted code with the module's own newline (``
 but a line break *inside* a token — a triple-quoted string spliced from an op source, such as ``mm_fp4``'s
 docstrings — is written as it was parsed: LF. A CRLF file then came out of ``apply`` with mixed newlines.
 The renderer now writes every string literal that spans lines as parenthesized one-line literals (the
-same value, the same AST: ``fp4patch/custom_op.py``'s ``_one_line_strings``), so no token of the rendered
+same value, the same AST: ``fp4patch/ops/strings.py``'s ``_one_line_strings``), so no token of the rendered
 code holds a line break.
 """
 
@@ -16,7 +16,7 @@ import tokenize
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, OpSourceError, render
+from fp4patch.ops.render import CustomOpTarget, OpSourceError, render
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR, run_cli

@@ -1,4 +1,4 @@
-"""The on-disk cache of rendered custom ops (fp4patch/op_cache.py): a hit is what render gives,
+"""The on-disk cache of rendered custom ops (fp4patch/ops/cache.py): a hit is what render gives,
 anything odd in the cache is rendered afresh, and an unwritable cache only costs time."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch import op_cache
-from fp4patch.custom_op import OpSourceError, render
 from fp4patch.operations.append_to_module import block_index
+from fp4patch.ops import cache as op_cache
+from fp4patch.ops.render import OpSourceError, render
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR, applied_site, read_only, run_cli
 
+#: every file of the op-source language (fp4patch/ops/), each a part of the cache key
+LANGUAGE = sorted(p.name for p in Path(op_cache.__file__).resolve().parent.glob("*.py"))
 TARGETS = [
     kwargs["target"]
     for spec in load_specs(SPECS_DIR)
@@ -147,12 +149,11 @@ def test_errors_are_not_cached(cache: Path) -> None:
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
-def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = op_cache.key(TARGETS[0])
-    real = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
-    monkeypatch.setattr(op_cache, "_renderer_hash", op_cache._hash_renderer())
-    assert op_cache.key(TARGETS[0]) != before
+@pytest.mark.parametrize("name", LANGUAGE)
+def test_a_changed_renderer_is_another_entry(cache: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # the renderer is every module of fp4patch/ops: a change to any construct is another entry
+    assert len(LANGUAGE) > 10
+    assert _key_under_edited(monkeypatch, name, TARGETS[0]) != op_cache.key(TARGETS[0])
     assert os.environ["FP4PATCH_OP_CACHE"] == str(cache)
 
 
@@ -164,7 +165,7 @@ def test_files_replaced_under_a_running_process_do_not_change_its_key(cache: Pat
     before = op_cache.key(TARGETS[0])
     importlib.reload(op_cache)  # as a fresh process imports it: nothing rendered yet
     real = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name == "custom_op.py" else real(self))
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + b"# edited" if self.name in LANGUAGE else real(self))
     assert op_cache.key(TARGETS[0]) == before
 
 

@@ -28,7 +28,7 @@ import json
 
 import pytest
 
-from fp4patch.custom_op import release_data
+from fp4patch.ops.render import release_data
 
 from . import op_grids
 from .conftest import REPO, applied_site, release_params, release_site

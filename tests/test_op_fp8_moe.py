@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.custom_op import release_data
 from fp4patch.environment import from_site_packages
 from fp4patch.fake_check import requests_for, run_fake_check
+from fp4patch.ops.render import release_data
 from fp4patch.spec import load_specs
 
 from . import op_grids
@@ -63,7 +63,7 @@ def rendered(function: str, version: str):
 
 
 def op_target(function: str, version: str):
-    """The :class:`~fp4patch.custom_op.CustomOpTarget` of ``function``'s spec for ``version``."""
+    """The :class:`~fp4patch.ops.source.CustomOpTarget` of ``function``'s spec for ``version``."""
     spec = next(s for s in SPECS if s.id == f"{function.replace('_', '-')}-fullgraph")
     (target,) = [t for t in spec.targets_for(version) if not t.status]
     return next(kw["target"] for kind, kw in target.operation_specs if kind == "custom-op")

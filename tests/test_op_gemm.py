@@ -30,7 +30,7 @@ import importlib.util
 
 import pytest
 
-from fp4patch.custom_op import check_op_source, release_data, render
+from fp4patch.ops.render import check_op_source, release_data, render
 
 from . import op_grids
 from .conftest import SPECS_DIR, applied_site, release_site
@@ -89,7 +89,7 @@ OP_SOURCE = r"""
 module = types.ModuleType("fp4patch_op_source_" + FN)  # a real module: Dynamo looks up its globals by name
 sys.modules[module.__name__] = module
 ns = module.__dict__
-from fp4patch.custom_op import plain_source, read_helpers  # OP_PARAMS expanded, shared helpers inlined
+from fp4patch.ops.render import plain_source, read_helpers  # OP_PARAMS expanded, shared helpers inlined
 text = open(P["op_source"]).read()
 exec(compile(plain_source(text, read_helpers(text, pathlib.Path(P["op_source"]).parent)), P["op_source"], "exec"), ns)
 ns["RELEASE"].update(P["release"])

@@ -5,7 +5,7 @@ op's schema nor its fake. When every FlashInfer release registered the same ``fp
 a warm cache compiled on 0.6.0 was served after an upgrade to 0.7.4, whose swizzled scale factors are
 reshaped to padded columns (0.6.8+), and the compiled code's own size check failed:
 ``AssertionError: expected size 128==256, stride 4==2``. The op is now ``fp4patch::fp4_quantize_<8 hex>``,
-a fingerprint of the rendered schema, fake and release data (``fp4patch/custom_op.py``).
+a fingerprint of the rendered schema, fake and release data (``fp4patch/ops/render.py``).
 
 The scenario runs as a user meets it — one site-packages, one inductor cache directory, cache on:
 apply on 0.6.0 and compile; replace FlashInfer by 0.7.4 as ``pip install --no-deps`` does; apply again
@@ -164,7 +164,7 @@ def test_op_name_changes_when_a_shared_helper_it_inlines_changes() -> None:
     imports from it changes the name; editing one it does not import leaves the name as it was."""
     import dataclasses
 
-    from fp4patch.custom_op import render
+    from fp4patch.ops.render import render
 
     (spec,) = [s for s in load_specs(SPECS_DIR) if s.id == "fp4-quantize-fullgraph"]
     target = next(t for t in spec.targets if not t.status and t.contains("0.7.4"))

@@ -34,7 +34,7 @@ import json
 import pytest
 from packaging.version import Version
 
-from fp4patch.custom_op import release_data
+from fp4patch.ops.render import release_data
 
 from . import op_grids
 from .conftest import REPO, release_params, release_site

@@ -7,12 +7,12 @@ The page's fenced blocks name their role after the language, which Markdown rend
 - ``toml target`` (after it): the ``[[target.operation]]`` fields the example is rendered for
   (``function``, ``params``, ``callers``, ``[target.operation.defaults]``, ``[target.operation.release]``),
   as spec ``quantize-fullgraph``, target ``versions = ">=0.7.4,<0.7.5"``. With one, the example goes
-  through :func:`fp4patch.custom_op.render` and its output is the redirect, then the op block;
-  without, through :func:`fp4patch.custom_op.plain_source` (placeholders expanded, helpers inlined,
+  through :func:`fp4patch.ops.render.render` and its output is the redirect, then the op block;
+  without, through :func:`fp4patch.ops.render.plain_source` (placeholders expanded, helpers inlined,
   nothing trimmed for a release);
 - ``python rendered``: a run of whole lines of that output, with any indentation the output has
   there removed (the op block nests the source's functions in its register function);
-- ``text refused``: rendering the example raises :class:`fp4patch.custom_op.OpSourceError` with
+- ``text refused``: rendering the example raises :class:`fp4patch.ops.render.OpSourceError` with
   exactly this message;
 - ``text refused-by-loader``: a message of the spec loader, which must be a string constant of ``fp4patch/spec.py``.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.custom_op import CustomOpTarget, OpSourceError, plain_source, render
+from fp4patch.ops.render import CustomOpTarget, OpSourceError, plain_source, render
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "docs" / "op-source.md"

@@ -4,7 +4,7 @@ Two things are recorded in ``tests/data/rendered_bytes.json``:
 
 - ``render``: for every ``custom-op`` operation of every built-in spec target, the op's name
   (``fp4patch::<function>_<fingerprint>``) and the sha256 of its rendered redirect and op block
-  (:func:`fp4patch.custom_op.render`, through the op cache as ``apply`` uses it);
+  (:func:`fp4patch.ops.render.render`, through the op cache as ``apply`` uses it);
 - ``apply``: for the real 0.6.0 and 0.7.4 wheels (their Python sources), the sha256 of every file
   the default ``apply`` writes and of the manifest it records, as :class:`fp4patch.engine.Engine`
   leaves them.

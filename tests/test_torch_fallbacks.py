@@ -4,7 +4,7 @@ has a fallback: each is removed here, and what it guards still holds.
 fp4patch supports torch 2.7 and newer (``fp4patch.torch_support``). The rendered block checks, when the module
 is imported, the version and the APIs every torch of that range has; a torch failing that check leaves the
 wrapper as it was, eagerly and under compile: never a half-working compile path. What else it uses it reads
-with ``getattr`` or in a ``try`` (``fp4patch/custom_op.py``'s ``_TAIL`` and the op sources), with another path
+with ``getattr`` or in a ``try`` (``fp4patch/ops/``'s block code: ``redirect.py``, ``wrapper_copy.py`` and the op sources), with another path
 where it is missing. "Since" is the first torch whose documentation has the API, where it is public; the
 private ones are read as if they could go:
 
@@ -49,7 +49,7 @@ import types
 
 import pytest
 
-from fp4patch.custom_op import plain_source, read_helpers, render
+from fp4patch.ops.render import plain_source, read_helpers, render
 from fp4patch.spec import load_specs
 
 from .conftest import SPECS_DIR

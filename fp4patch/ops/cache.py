@@ -1,14 +1,14 @@
 """Rendered custom ops, cached on disk under the hash of everything that goes into them.
 
-Rendering a ``custom-op`` target (:func:`fp4patch.custom_op.render`: libcst parse, trim, expand,
+Rendering a ``custom-op`` target (:func:`fp4patch.ops.render.render`: libcst parse, trim, expand,
 print) costs about 0.1 CPU-second per op, and indexing the block for the check another 0.04;
 ``status``, ``diff``, ``apply`` and an unrecorded ``verify`` render every selected spec that
 targets the installed release (ten on FlashInfer 0.6.0: about a third of a ``status``). The result
 depends only on the target's data (op source, helpers, parameters, defaults, release data, callers,
-spec id and versions) and on the code that makes it (``custom_op.py``; the block index's
-``operations/base.py`` and ``operations/append_to_module.py``; the libcst and Python versions), so
-it is kept in ``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE`` to move it), one
-small JSON file per key.
+spec id and versions) and on the code that makes it (every file of :mod:`fp4patch.ops`, the op-source
+language; the block index's ``operations/base.py`` and ``operations/append_to_module.py``; the libcst
+and Python versions), so it is kept in ``~/.cache/fp4patch/ops/<sha256>.json`` (``$FP4PATCH_OP_CACHE``
+to move it), one small JSON file per key.
 
 The cache only saves time: a missing, unreadable or malformed entry, or one whose digest does not
 bind it to its key (copied under another name, edited by hand), is rendered afresh and rewritten;
@@ -16,6 +16,10 @@ a folder that cannot be created or written (a read-only HOME in a Docker build),
 directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped silently;
 ``FP4PATCH_NO_OP_CACHE=1`` turns it off. Entries are written to a temporary file and renamed, so a
 concurrent reader sees a whole entry or none.
+
+May import: the standard library, libcst (to read its version), :mod:`fp4patch.ops.render` and, for the
+block index, :mod:`fp4patch.operations.base` and :mod:`fp4patch.operations.append_to_module`; nothing
+in :mod:`fp4patch.ops` imports this module.
 """
 
 from __future__ import annotations
@@ -28,8 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import custom_op
-from .custom_op import CustomOpTarget, Rendered, render
+from .render import CustomOpTarget, Rendered, render
 
 #: bump when the entry format changes
 FORMAT = "fp4patch-op-cache-3"
@@ -44,6 +47,11 @@ def enabled() -> bool:
     return os.environ.get("FP4PATCH_NO_OP_CACHE", "") in ("", "0")
 
 
+def _language_files() -> list[Path]:
+    """Every file of the op-source language: the ``.py`` files of :mod:`fp4patch.ops` (this one's folder), by name."""
+    return sorted(Path(__file__).resolve().parent.glob("*.py"), key=lambda p: p.name)
+
+
 def _hash_renderer() -> str:
     """The sha256 (hex) of the renderer's and block indexer's source and the libcst and Python versions.
 
@@ -53,11 +61,13 @@ def _hash_renderer() -> str:
     read as its own (it did: a test process that outlived a merge cached the old bmm_fp8 block)."""
     import libcst
 
-    from .operations import append_to_module, base
+    from ..operations import append_to_module, base
 
-    # the block and redirect come from custom_op.py; block_index from statement_key (base.py) and
-    # _shape (append_to_module.py): an fp4patch that computes any of them otherwise reads other entries
-    code = b"\0".join(Path(m.__file__).read_bytes() for m in (custom_op, base, append_to_module))
+    # the block and redirect come from fp4patch/ops/ (every file: a change anywhere in the language is another
+    # entry); block_index from statement_key (base.py) and _shape (append_to_module.py): an fp4patch that
+    # computes any of them otherwise reads other entries
+    paths = [*_language_files(), *(Path(m.__file__) for m in (base, append_to_module))]
+    code = b"\0".join(p.name.encode() + b"\0" + p.read_bytes() for p in paths)
     version = getattr(libcst, "__version__", None) or getattr(getattr(libcst, "_version", None), "__version__", "")
     return hashlib.sha256(code + f"\0{version}\0{sys.version_info[:2]}".encode()).hexdigest()
 
@@ -66,7 +76,7 @@ _renderer_hash: str = _hash_renderer()
 
 
 def key(target: CustomOpTarget) -> str:
-    """The sha256 (hex) naming ``target``'s entry: the renderer's source (``custom_op.py``) and the
+    """The sha256 (hex) naming ``target``'s entry: the renderer's source (every file of :mod:`fp4patch.ops`) and the
     block indexer's (``operations/base.py``, ``operations/append_to_module.py``) as read when this
     module was imported, the libcst and Python versions, and every field of ``target`` (a change to any
     of them is a different entry)."""
@@ -76,10 +86,13 @@ def key(target: CustomOpTarget) -> str:
 
 
 def render_cached(target: CustomOpTarget) -> Rendered:
-    """:func:`fp4patch.custom_op.render` of ``target``, read from the cache when an entry exists.
+    """:func:`fp4patch.ops.render.render` of ``target``, read from the cache when an entry exists.
+
+    Args:
+        target: a :class:`~fp4patch.ops.source.CustomOpTarget`.
 
     Raises:
-        OpSourceError: as :func:`~fp4patch.custom_op.render` (errors are never cached).
+        OpSourceError: as :func:`~fp4patch.ops.render.render` (errors are never cached).
     """
     if not enabled():
         return render(target)
@@ -92,7 +105,7 @@ def render_cached(target: CustomOpTarget) -> Rendered:
     if cached is not None:
         return cached
     rendered = render(target)
-    from .operations.append_to_module import block_index
+    from ..operations.append_to_module import block_index
 
     rendered = dataclasses.replace(rendered, block_index=block_index(rendered.block))
     _write(path, name, rendered)
