@@ -28,11 +28,12 @@ and ``revert --force`` of such a record). Reports are plain data; the CLI render
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .environment import InstalledDistribution
-from .errors import FileSystemError
+from .errors import FileSystemError, Fp4PatchError
 from .files import fault_point
 from .install_record import other_install
 from .journal import run
@@ -76,7 +77,14 @@ class Engine:
         notify: Callable[[str], None] | None = None,
         catalog: Catalog | None = None,
         target_env: TargetEnvironment | None = None,
+        *,
+        resolutions: Mapping[str, Resolution] | None = None,
+        checked: Mapping[str, Basis] | None = None,
+        evidenced: Mapping[str, set[str]] | None = None,
     ) -> None:
+        """``resolutions``: spec id -> the resolution to take as made already (:meth:`resolve` answers it until
+        :meth:`forget_reads`): the CPU check's copy takes exactly the targets the installed release took.
+        ``checked`` and ``evidenced``: the initial :attr:`checked` and :attr:`evidenced` (copied)."""
         self.dist = dist
         self.specs = specs
         #: The release catalog and its evidence (loaded on first use: the built-in one by default).
@@ -84,13 +92,13 @@ class Engine:
         #: The interpreter whose torch checks a needs-check target on CPU (:mod:`fp4patch.cpu_check`);
         #: None: the one running fp4patch.
         self.target_env = target_env
-        self._resolutions: dict[str, Resolution] = {}
+        self._resolutions: dict[str, Resolution] = dict(resolutions or {})
         self._reports: dict[str, SpecReport] = {}
         #: spec id -> the outcome of the CPU check ``apply`` ran for it (a ``checked`` or ``changed`` basis).
-        self.checked: dict[str, Basis] = {}
+        self.checked: dict[str, Basis] = dict(checked or {})
         #: spec id -> target specifiers that count as carrying evidence (``make compat``'s replay of
         #: past releases; None: those with evidence in :attr:`catalog`).
-        self.evidenced: dict[str, set[str]] | None = None
+        self.evidenced: dict[str, set[str]] | None = dict(evidenced) if evidenced is not None else None
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
@@ -317,29 +325,65 @@ class Engine:
                     raise refusal
 
     def check_on_cpu(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
-        """Check every spec of ``specs`` in ``needs-check`` on CPU (:func:`fp4patch.cpu_check.check`)
-        and keep the outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one
-        naming what failed (the spec is then ``drifted``). Returns the outcomes of this call.
+        """Check every spec of ``specs`` in ``needs-check`` on CPU (:mod:`fp4patch.cpu_check`) and keep the
+        outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one naming what failed (the
+        spec is then ``drifted``). Returns the outcomes of this call.
 
-        The check copies the distribution's Python sources into a temporary site-packages, applies
-        the selection there and runs the probes in :attr:`target_env` (torch needed there); the
-        installed files are only read.
+        The distribution's Python sources are copied into a temporary site-packages
+        (:func:`fp4patch.cpu_check.copy_sources`), the selection is applied there by an engine of the copy
+        (:meth:`_apply_to_copy`), and the probes run in :attr:`target_env` (torch needed there:
+        :func:`fp4patch.cpu_check.check`); the installed files are only read.
         """
         if self.catalog.lists(self.dist.version):
             return {}  # a listed release takes its targets by version: none needs a check (and no file is parsed here)
         needs = [s for s in specs if s.id not in self.checked and self.report(s).state == NEEDS_CHECK]
         if not needs:
             return {}
-        from .cpu_check import check
+        import tempfile
+
+        from .cpu_check import announcement, check, copy_sources, not_applied
+        from .environment import current
 
         # the copy gets what would apply with them: not a spec that is drifted, declared or not targeted here
         # (apply refuses those itself, and a user leaves them out with --skip: the check must still answer)
         others = [s for s in specs if s.id not in {n.id for n in needs} and self.report(s).state in (APPLICABLE, APPLIED)]
-        outcome = check(self, needs, others + needs, required)
+        resolutions = {s.id: self.resolve(s) for s in needs}
+        bases = {spec_id: resolution.basis for spec_id, resolution in resolutions.items()}
+        self.notify(announcement(self.dist, needs))
+        env = self.target_env or current()
+        with tempfile.TemporaryDirectory(prefix="fp4patch-check-") as scratch:
+            try:
+                site = copy_sources(self.sources, self.specs, Path(scratch) / "site-packages")
+                self._apply_to_copy(site, others + needs, bases, required, env)
+            except Fp4PatchError as exc:
+                outcome = not_applied(bases, exc)
+            else:
+                outcome = check(needs, resolutions, self.dist, env, site)
         self.checked.update(outcome)
         for spec_id in outcome:
             self._reports.pop(spec_id, None)  # its basis changed: checked, or changed (then drifted)
         return outcome
+
+    def _apply_to_copy(
+        self, site: Path, selection: list[Spec], bases: dict[str, Basis], required: frozenset[str] | set[str], env: TargetEnvironment
+    ) -> None:
+        """Apply ``selection`` to the copy of the distribution in ``site`` (:meth:`check_on_cpu`) with an engine of
+        the copy that takes exactly the targets this one took (the ones checked), the specs of ``bases`` (spec id ->
+        their ``needs-check`` basis) provisionally checked (:func:`fp4patch.cpu_check.provisional`).
+
+        Raises:
+            Fp4PatchError: the selection does not apply to the copy (any error of :meth:`apply`).
+        """
+        from .cpu_check import provisional
+        from .environment import find_distribution, from_site_packages
+
+        for spec in selection:
+            self.resolve(spec)
+        copy = Engine(
+            find_distribution(from_site_packages(site), self.dist.name), self.specs, lambda message: None, self.catalog, env,
+            resolutions=self._resolutions, checked=provisional(bases), evidenced=self.evidenced,
+        )
+        copy.apply(selection, allow_modified=True, required=required)
 
     def _apply(
         self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None, required: frozenset[str] | set[str] = frozenset()
