@@ -41,7 +41,7 @@ from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
 from .plan import FilePlan, apply_change, check_apply, check_result, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
-from .report import SpecReport, TargetReport, check_spec
+from .report import SpecReport, TargetReport, check_resolved, obsolete_report, recorded_applied, recording
 from .selection import (
     check_applied_conflicts,
     check_conflicts,
@@ -167,11 +167,22 @@ class Engine:
         self._reports.clear()
 
     def report(self, spec: Spec) -> SpecReport:
-        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`), once per
-        spec until the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks
-        for each report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees."""
+        """Check ``spec`` against the installed files (reads only; :mod:`fp4patch.report`), once per spec until
+        the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks for each
+        report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees.
+
+        In the order of :mod:`fp4patch.report`: fp4patch's record (the fast path), ``obsolete-when``, then the
+        targets the spec resolves to. The spec is resolved only where a step needs its targets: a resolution
+        reads files, which the recorded verdict's key (:attr:`inputs`) then names.
+        """
         if spec.id not in self._reports:
-            self._reports[spec.id] = check_spec(spec, self.sources, self.resolve)
+            manifest = recording(spec, self.sources)
+            report = recorded_applied(spec, self.sources, manifest, self.resolve(spec)) if manifest is not None else None
+            if report is None:
+                report = obsolete_report(spec, self.sources)
+            if report is None:
+                report = check_resolved(spec, self.sources, self.resolve(spec))
+            self._reports[spec.id] = report
         return self._reports[spec.id]
 
     def interrupted(self) -> str | None:
