@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .advice import Advice
 from .environment import InstalledDistribution
 from .errors import FileSystemError, Fp4PatchError
 from .files import fault_point
@@ -50,6 +51,7 @@ from .selection import (
     recorded_resolution,
     removed_specs,
     select_specs,
+    takes_part,
 )
 from .sources import Sources
 from .spec import Spec, Target
@@ -117,14 +119,17 @@ class Engine:
         self.environment_options: tuple[str, ...] = ()
         self.specs_options: tuple[str, ...] = ()
 
+    @property
+    def advice(self) -> Advice:
+        """The options of :attr:`environment_options` and :attr:`specs_options` as a value: what the parts that
+        advise a command in a message take (:mod:`fp4patch.advice`)."""
+        return Advice(tuple(self.environment_options), tuple(self.specs_options))
+
     def command(self, subcommand: str, *words: str) -> str:
         """``fp4patch <subcommand> <environment options> <specs options> <words>``, shell-quoted
         (:func:`shlex.join`): a command a message advises, acting on this environment with these
-        specs (``clean`` reads no specs, so it gets no ``--specs-dir``)."""
-        import shlex
-
-        specs = self.specs_options if subcommand != "clean" else ()
-        return shlex.join(["fp4patch", subcommand, *self.environment_options, *specs, *words])
+        specs (``clean`` reads no specs, so it gets no ``--specs-dir``): :meth:`fp4patch.advice.Advice.command`."""
+        return self.advice.command(subcommand, *words)
 
     @property
     def catalog(self) -> Catalog:
@@ -190,7 +195,7 @@ class Engine:
         apply/revert was interrupted or is running now (:func:`fp4patch.recovery.journal_note`), or a
         target file has stale bytecode that Python would run instead of it (:meth:`stale_bytecode`);
         reads only."""
-        return journal_note(self.store, self.command) or self.stale_bytecode()
+        return journal_note(self.store, self.advice) or self.stale_bytecode()
 
     def bytecode_files(self) -> list[str]:
         """Site-packages-relative paths of every existing file that a spec of this distribution
@@ -228,7 +233,7 @@ class Engine:
         distribution (:func:`fp4patch.leftovers.stale_note`); None otherwise. Reads only."""
         from .leftovers import stale_note
 
-        return stale_note(self.store.root, self.command)
+        return stale_note(self.store.root, self.advice)
 
     # ------------------------------------------------------------------ planning
     def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
@@ -245,7 +250,10 @@ class Engine:
                 required but unsupported (the message names each, and the ``--skip`` that leaves it
                 out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
-        by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
+        reports = {s.id: self.report(s) for s in specs}
+        # a spec that takes part was resolved by its report already (the resolution is read again, not the files)
+        resolutions = {s.id: self.resolve(s) for s in specs if takes_part(reports[s.id], required)}
+        by_file = planned_targets(specs, reports, resolutions, required, unchecked, self.dist, self.advice)
         plans = {rel: plan_file(self.sources, rel, pairs, check=False) for rel, pairs in by_file.items()}
         # every file the apply leaves patched carries the set's stamp (fp4patch.set_stamp), also one patched before
         manifest = self.store.load()
@@ -402,12 +410,12 @@ class Engine:
         """The writing part of :meth:`apply` (under the lock, or without one and ``refuse_writes``:
         raised when anything is to be written)."""
         manifest = self._current_manifest()
-        check_applied_conflicts(specs, self.specs, manifest, self.command)
+        check_applied_conflicts(specs, self.specs, manifest, self.advice)
         plans = self.plan(specs, required)
         fault_point("plan")
         options = list(self.environment_options)
         python = options[options.index("--python") + 1] if "--python" in options else None
-        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command, python)
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(

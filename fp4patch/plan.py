@@ -28,6 +28,7 @@ from .install_record import check_baseline, record_sha256
 from .manifest import FileRecord, Journal, JournalFile, Manifest
 
 if TYPE_CHECKING:
+    from .advice import Advice
     from .environment import InstalledDistribution
     from .evidence import Basis
     from .manifest import ManifestStore
@@ -288,14 +289,14 @@ def check_apply(
     manifest: Manifest | None,
     allow_modified: bool,
     notify: Callable[[str], None],
-    command: Callable[..., str],
+    advice: Advice,
     python: str | None = None,
 ) -> set[str]:
     """The preflight of an apply: each file ``plans`` change must be a regular file that holds what
     fp4patch last wrote there (``manifest``: this install's record, None when there is none), or the
     original bytes again (reinstalled since: it is patched afresh, said on ``notify``), or, patched
     for the first time, the bytes RECORD lists (unless ``allow_modified``). Returns the files
-    reinstalled since. ``command`` builds the commands the messages advise; ``python`` is the target
+    reinstalled since. ``advice`` (:class:`fp4patch.advice.Advice`) words the commands the messages advise; ``python`` is the target
     interpreter the user named (``--python``), which the reinstall advice then names too.
 
     Raises:
@@ -333,8 +334,8 @@ def check_apply(
             notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
         elif record and current != record.patched_sha256:
             raise FileSystemError(
-                f"{plan.path}: changed since fp4patch patched it; run `{command('revert', '--force')}` (puts the installed originals "
-                f"back), then `{command('apply')}`"
+                f"{plan.path}: changed since fp4patch patched it; run `{advice.command('revert', '--force')}` (puts the installed originals "
+                f"back), then `{advice.command('apply')}`"
             )
         elif not record and not allow_modified:
             check_baseline(dist, plan.relative, plan.path, plan.current)
