@@ -467,10 +467,10 @@ class Engine:
             return []
         removing = removed_specs(manifest, ids)
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
-
-        def kept(relative: str) -> list[tuple[Spec, Target]]:
-            return [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
-
+        kept: dict[str, list[tuple[Spec, Target]]] = {}  # file -> the (spec, target) pairs of the specs that stay
+        for spec in remaining:
+            for target in self.resolve(spec).targets:
+                kept.setdefault(target.file, []).append((spec, target))
         change, touched = revert_change(self.sources, manifest, removing, remaining, kept, force, self.notify, self.dropped)
         change.check_writable(self.store)
         from .verdict import remove

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -408,7 +408,7 @@ def revert_change(
     manifest: Manifest,
     removing: set[str],
     remaining: list[Spec],
-    kept: Callable[[str], list[tuple[Spec, Target]]],
+    kept: Mapping[str, list[tuple[Spec, Target]]],
     force: bool,
     notify: Callable[[str], None],
     already_original: list[str],
@@ -417,7 +417,8 @@ def revert_change(
     the site-packages-relative files it restores or rewrites.
 
     Each file that holds a removed spec gets its original back (fp4patch's backup), re-patched with
-    ``kept(relative)``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file. A file
+    ``kept[relative]``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file (site-packages-relative
+    file -> pairs, in the order of ``remaining``; a file missing from it keeps none). A file
     already holding its original bytes with nothing kept only loses its record (said on ``notify``,
     appended to ``already_original``, as found). The manifest afterwards keeps the remaining specs
     and their basis; None (removed with every backup) when no file is left.
@@ -434,7 +435,7 @@ def revert_change(
             continue
         path = dist.locate(relative)
         current = read_bytes(path) if path.exists() else b""
-        keep = kept(relative)
+        keep = kept.get(relative, [])
         if sha256(current) == record.original_sha256 and not keep:
             notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
             del records[relative]
