@@ -20,6 +20,10 @@ attribute ``.Engine``. Allowed in (:data:`ENGINE_MAKERS`):
 - ``fp4patch.compat``: ``make compat`` replays every release (apply, trace, revert) and the catalogue cut at
   each release, with the targets the full catalogue has evidence for (``evidenced``).
 
+A part also takes no engine as an argument (a parameter named ``engine`` or annotated ``Engine``) outside those
+modules, save the functions of :data:`ENGINE_TAKERS_LEFT`, whose callers are in the CLI (being turned into a
+package when this was written: each is a one-line change there); that list only shrinks.
+
 Private fields: an attribute whose name starts with one underscore that some fp4patch module defines (set as
 ``self._x``, declared in a class body, or a method ``_x`` of a class) is read or set through another object than
 ``self``/``cls`` only in a module that defines that name itself (a transformer and its operation in one file).
@@ -38,6 +42,11 @@ SOURCE = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: The modules that may call ``Engine(...)`` (module docstring); a module under a package named here is allowed too.
 ENGINE_MAKERS = frozenset({"fp4patch.engine", "fp4patch.cli", "fp4patch.against", "fp4patch.compat"})
+
+#: Functions outside :data:`ENGINE_MAKERS` that still take the engine, with what their caller (the CLI) should pass
+#: instead: ``changed_hunks`` the spec's resolution, the distribution and the released bytes; ``add_target`` the
+#: resolution, the distribution, the catalog and the released bytes; ``probe_release_data`` the specs' resolutions.
+ENGINE_TAKERS_LEFT = frozenset({"fp4patch.evidence.changed_hunks", "fp4patch.scaffold.add_target", "fp4patch.trace.probe_release_data"})
 
 
 def modules(source: Path = SOURCE) -> dict[str, tuple[Path, bool]]:
@@ -150,6 +159,21 @@ def engine_calls(source: Path = SOURCE) -> list[str]:
     return found
 
 
+def engine_takers(source: Path = SOURCE) -> set[str]:
+    """``module.function`` of every function outside :data:`ENGINE_MAKERS` with a parameter named ``engine`` or
+    annotated with a name containing ``Engine``."""
+    found = set()
+    for name, (path, _) in modules(source).items():
+        if any(name == allowed or name.startswith(f"{allowed}.") for allowed in ENGINE_MAKERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                if any(a.arg == "engine" or (a.annotation is not None and "Engine" in ast.unparse(a.annotation)) for a in arguments):
+                    found.add(f"{name}.{node.name}")
+    return found
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -198,6 +222,12 @@ def test_only_the_engine_and_the_commands_make_an_engine() -> None:
     assert not engine_calls(), f"Engine(...) outside {sorted(ENGINE_MAKERS)}: a part takes values, not an engine: {engine_calls()}"
 
 
+def test_no_part_takes_the_engine_but_those_left_to_the_cli() -> None:
+    found = engine_takers()
+    assert found <= ENGINE_TAKERS_LEFT, f"parts that take the engine: {sorted(found - ENGINE_TAKERS_LEFT)}; pass them values (a resolution, a report, a plan)"
+    assert found == ENGINE_TAKERS_LEFT, f"{sorted(ENGINE_TAKERS_LEFT - found)} no longer take the engine: strike them from ENGINE_TAKERS_LEFT"
+
+
 def test_no_module_reaches_into_another_module_s_private_fields() -> None:
     assert not private_reaches(), f"private fields reached through another object: {private_reaches()}"
 
@@ -231,4 +261,5 @@ def test_the_checks_find_an_engine_made_and_a_private_field_reached(tmp_path: Pa
         (tmp_path / PACKAGE).mkdir(exist_ok=True)
         (tmp_path / PACKAGE / relative).write_text(text)
     assert engine_calls(tmp_path / PACKAGE) == ["fp4patch.part:4"]
+    assert engine_takers(tmp_path / PACKAGE) == {"fp4patch.part.f"}
     assert private_reaches(tmp_path / PACKAGE) == ["fp4patch.part:5 copy._cache", "fp4patch.part:5 engine._cache"]
