@@ -1,14 +1,19 @@
 """Plan, apply, verify and revert specs on one installed distribution: the coordinator.
 
 :class:`Engine` holds what one command knows about the distribution and orders the parts, each
-in a module named for what it does (none of them imports the engine):
+in a module named for what it does. Data flows down: a part takes values (specs, a resolution, the
+reports, a plan, an :class:`~fp4patch.advice.Advice` that words the commands a message advises) and
+returns values; none imports the engine, is handed it or one of its methods, or reads its fields
+(``tests/test_import_graph.py``):
 
 ====================  ===========================================================================
 :mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the
                       ``--strict`` policy, the targets a spec keeps from its recorded basis
 :mod:`.sources`       the installed files: parsed once per contents, every read noted (the
                       verdict's key), released bytes
-:mod:`.report`        the state of one spec (:class:`SpecReport`), reads only
+:mod:`.report`        the state of one spec (:class:`SpecReport`) in steps :meth:`report` orders, reads only
+:mod:`.cpu_check`     a ``needs-check`` spec checked on CPU in a copy :meth:`check_on_cpu` applies
+:mod:`.advice`        the commands a message advises, on this environment with these specs
 :mod:`.plan`          new bytes in memory (:class:`FilePlan`), the preflight, the change to journal
 :mod:`.journal`       every write recorded before the first, carried out step by step, undone on error
 :mod:`.recovery`      a killed run finished or cleaned up; the "interrupted" note
