@@ -63,8 +63,13 @@ TRACED_SPEC = "fp4-quantize-fullgraph"
 
 
 def announcement(dist: InstalledDistribution, needs: list[Spec]) -> str:
-    """The note :meth:`fp4patch.engine.Engine.check_on_cpu` gives before checking ``needs`` (the specs in
-    ``needs-check`` on ``dist``): what is checked, and where."""
+    """The note :meth:`fp4patch.engine.Engine.check_on_cpu` gives before checking ``needs``: what is checked, and
+    where. Never raises.
+
+    Args:
+        dist (InstalledDistribution): the installed distribution (its name and version are named).
+        needs (list[Spec]): the specs in ``needs-check`` on it.
+    """
     names = ", ".join(s.id for s in needs)
     return (
         f"{dist.name} {dist.version} is not a release fp4patch was verified on and the code of {names} differs from it; "
@@ -79,9 +84,9 @@ def copy_sources(sources: Sources, specs: Iterable[Spec], destination: Path) -> 
     of ``sources.dist`` into ``destination``; returns ``destination`` (a site-packages).
 
     Args:
-        sources: the installed files of the distribution, as this command reads them.
-        specs: every spec of the distribution (their targets name the packages).
-        destination: the folder to fill (made if missing).
+        sources (Sources): the installed files of the distribution, as this command reads them.
+        specs (Iterable[Spec]): every spec of the distribution (their targets name the packages).
+        destination (Path): the folder to fill (made if missing).
 
     Raises:
         FileSystemError: a file cannot be read.
@@ -109,8 +114,9 @@ def copy_sources(sources: Sources, specs: Iterable[Spec], destination: Path) -> 
 
 
 def provisional(bases: Mapping[str, Basis]) -> dict[str, Basis]:
-    """spec id -> its basis from ``bases`` (spec id -> the ``needs-check`` basis) made ``checked``: what the copy
-    is applied with, so that the specs to check take part there as if their check had passed."""
+    """spec id -> its basis from ``bases`` (``Mapping[str, Basis]``: spec id -> the ``needs-check`` basis) made
+    ``checked``: what the copy is applied with, so that the specs to check take part there as if their check had
+    passed. Never raises."""
     from dataclasses import replace
 
     from .evidence import CHECKED
@@ -119,8 +125,9 @@ def provisional(bases: Mapping[str, Basis]) -> dict[str, Basis]:
 
 
 def failed(basis: Basis, reason: str) -> Basis:
-    """``basis`` (a ``needs-check`` one) made ``changed``: where the code differs, and that the CPU check failed
-    for ``reason``. ``apply`` then refuses the spec like drift."""
+    """``basis`` (:class:`~fp4patch.evidence.Basis`, a ``needs-check`` one) made ``changed``: where the code
+    differs, and that the CPU check failed for ``reason`` (str). ``apply`` then refuses the spec like drift. Never
+    raises."""
     from dataclasses import replace
 
     from .evidence import CHANGED
@@ -130,8 +137,12 @@ def failed(basis: Basis, reason: str) -> Basis:
 
 
 def not_applied(bases: Mapping[str, Basis], error: Fp4PatchError) -> dict[str, Basis]:
-    """spec id -> its ``changed`` basis when the selection did not apply to the copy (``error``, as raised by the
-    copy's ``apply``, or by :func:`copy_sources`); ``bases``: spec id -> the ``needs-check`` basis."""
+    """spec id -> its ``changed`` basis when the selection did not apply to the copy. Never raises.
+
+    Args:
+        bases (Mapping[str, Basis]): spec id -> the ``needs-check`` basis of each spec checked.
+        error (Fp4PatchError): what the copy's ``apply``, or :func:`copy_sources`, raised.
+    """
     return {spec_id: failed(basis, f"the selection does not apply to a copy ({error})") for spec_id, basis in bases.items()}
 
 
@@ -144,12 +155,13 @@ def check(
     ``unchecked`` saying why the check could not run and what to pass.
 
     Args:
-        needs: the specs in ``needs-check`` on the installed release.
-        resolutions: spec id -> the resolution of each spec of ``needs`` on the installed release (their targets
-            and ``needs-check`` basis: :meth:`fp4patch.engine.Engine.resolve`).
-        dist: the installed distribution (its C++ launcher sources are read where the copy lacks them).
-        env: the interpreter that runs the probes (torch needed there; a CPU build is enough).
-        site: the applied copy.
+        needs (list[Spec]): the specs in ``needs-check`` on the installed release.
+        resolutions (Mapping[str, Resolution]): spec id -> the resolution of each spec of ``needs`` on the
+            installed release (their targets and ``needs-check`` basis: :meth:`fp4patch.engine.Engine.resolve`).
+        dist (InstalledDistribution): the installed distribution (its C++ launcher sources are read where the
+            copy lacks them).
+        env (TargetEnvironment): the interpreter that runs the probes (torch needed there; a CPU build is enough).
+        site (Path): the applied copy.
 
     Never raises for a failed check or a probe that cannot run (that is a ``changed`` basis naming the reason);
     the installed files are only read.

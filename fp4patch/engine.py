@@ -89,9 +89,20 @@ class Engine:
         checked: Mapping[str, Basis] | None = None,
         evidenced: Mapping[str, set[str]] | None = None,
     ) -> None:
-        """``resolutions``: spec id -> the resolution to take as made already (:meth:`resolve` answers it until
-        :meth:`forget_reads`): the CPU check's copy takes exactly the targets the installed release took.
-        ``checked`` and ``evidenced``: the initial :attr:`checked` and :attr:`evidenced` (copied)."""
+        """An engine for ``specs`` on ``dist``; reads nothing yet, never raises.
+
+        Args:
+            dist (InstalledDistribution): the installed distribution.
+            specs (list[Spec]): every spec of that distribution.
+            notify (Callable[[str], None] | None): where notes go; None: stderr.
+            catalog (Catalog | None): the release catalog; None: the built-in one, loaded on first use.
+            target_env (TargetEnvironment | None): the interpreter of the CPU checks; None: the running one.
+            resolutions (Mapping[str, Resolution] | None): spec id -> a resolution to take as made already
+                (:meth:`resolve` answers it until :meth:`forget_reads`): the CPU check's copy takes exactly the
+                targets the installed release took.
+            checked (Mapping[str, Basis] | None): the initial :attr:`checked` (copied).
+            evidenced (Mapping[str, set[str]] | None): the initial :attr:`evidenced` (copied); None: the catalog's.
+        """
         self.dist = dist
         self.specs = specs
         #: The release catalog and its evidence (loaded on first use: the built-in one by default).

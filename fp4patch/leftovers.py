@@ -127,7 +127,8 @@ def stale_note(root: Path, advice: Advice) -> str | None:
     was written for another install of the distribution (``stale``: upgraded, or reinstalled with
     another RECORD): what it is, and the ``apply`` and ``clean`` commands (worded by ``advice``,
     :class:`fp4patch.advice.Advice`: the options the command was given) that replace or remove it.
-    None otherwise (also when there is none, or it cannot be read). Reads only."""
+    None otherwise (also when there is none, or it cannot be read). ``root``: a :class:`~pathlib.Path`. Reads
+    only."""
     if not root.is_dir():
         return None
     state = describe(root)

@@ -296,8 +296,17 @@ def check_apply(
     fp4patch last wrote there (``manifest``: this install's record, None when there is none), or the
     original bytes again (reinstalled since: it is patched afresh, said on ``notify``), or, patched
     for the first time, the bytes RECORD lists (unless ``allow_modified``). Returns the files
-    reinstalled since. ``advice`` (:class:`fp4patch.advice.Advice`) words the commands the messages advise; ``python`` is the target
-    interpreter the user named (``--python``), which the reinstall advice then names too.
+    reinstalled since.
+
+    Args:
+        dist (InstalledDistribution): the installed distribution.
+        plans (dict[str, FilePlan]): site-packages-relative path -> its plan.
+        manifest (Manifest | None): this install's record; None when there is none.
+        allow_modified (bool): patch a file that differs from RECORD anyway.
+        notify (Callable[[str], None]): where the "reinstalled?" notes go.
+        advice (Advice): words the commands the messages advise (:class:`fp4patch.advice.Advice`).
+        python (str | None): the target interpreter the user named (``--python``), which the reinstall advice
+            then names too.
 
     Raises:
         FileSystemError: a symbolic link (every one named, with the reinstall that gives copies), a
@@ -417,8 +426,9 @@ def revert_change(
     the site-packages-relative files it restores or rewrites.
 
     Each file that holds a removed spec gets its original back (fp4patch's backup), re-patched with
-    ``kept[relative]``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file (site-packages-relative
-    file -> pairs, in the order of ``remaining``; a file missing from it keeps none). A file
+    ``kept[relative]``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file (``kept``:
+    ``Mapping[str, list[tuple[Spec, Target]]]``, site-packages-relative file -> pairs in the order of
+    ``remaining``; a file missing from it keeps none). A file
     already holding its original bytes with nothing kept only loses its record (said on ``notify``,
     appended to ``already_original``, as found). The manifest afterwards keeps the remaining specs
     and their basis; None (removed with every backup) when no file is left.

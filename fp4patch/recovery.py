@@ -83,7 +83,8 @@ def journal_note(store: ManifestStore, advice: Advice) -> str | None:
     """One line when a journal is in ``store``: an apply/revert is running in another process (it
     holds the lock: :func:`fp4patch.lock.held`), or was interrupted (with the commands that finish
     and undo it, worded by ``advice``: :class:`fp4patch.advice.Advice`, the options the command was
-    given); or the journal's read error. None when there is no journal. Reads only."""
+    given); or the journal's read error (``store``: :class:`~fp4patch.manifest.ManifestStore`). None when there
+    is no journal. Reads only (a journal that cannot be read is the line returned)."""
     journal_path = store.journal_path
     if not journal_path.exists():
         return None

@@ -99,8 +99,11 @@ class SpecReport:
 
 
 def recording(spec: Spec, sources: Sources) -> Manifest | None:
-    """fp4patch's manifest of ``sources.dist`` when it was written for the installed version and records ``spec``
-    (then :func:`recorded_applied` may answer); None otherwise, also when it cannot be read. Reads the manifest only."""
+    """fp4patch's manifest of ``sources.dist`` (``sources``: :class:`~fp4patch.sources.Sources`) when it was
+    written for the installed version and records ``spec`` (:class:`~fp4patch.spec.Spec`; then
+    :func:`recorded_applied` may answer); None otherwise, also when it cannot be read (a
+    :class:`~fp4patch.errors.FileSystemError` is not raised: the files are then checked structurally). Reads the
+    manifest only."""
     dist, store = sources.dist, sources.store
     try:
         manifest = store.load()
@@ -112,11 +115,15 @@ def recording(spec: Spec, sources: Sources) -> Manifest | None:
 
 
 def recorded_applied(spec: Spec, sources: Sources, manifest: Manifest, resolution: Resolution) -> SpecReport | None:
-    """Fast path: ``applied`` without parsing, when ``manifest`` (:func:`recording`) records ``spec`` in every
-    target file of ``resolution`` (the targets it takes here: :meth:`fp4patch.engine.Engine.resolve`) and each
-    file's sha256 still equals the patched hash recorded when fp4patch wrote it (each read noted in
-    ``sources.inputs``). Anything else (a changed file, one the manifest does not name) returns None and the
-    files are checked structurally.
+    """Fast path: ``applied`` without parsing, when ``manifest`` records ``spec`` in every target file of
+    ``resolution`` and each file's sha256 still equals the patched hash recorded when fp4patch wrote it. Anything
+    else (a changed file, one the manifest does not name) returns None and the files are checked structurally.
+
+    Args:
+        spec (Spec): the spec.
+        sources (Sources): the installed files (each read noted in ``sources.inputs``).
+        manifest (Manifest): this version's record of ``spec`` (:func:`recording`).
+        resolution (Resolution): the targets ``spec`` takes here (:meth:`fp4patch.engine.Engine.resolve`).
 
     Raises:
         FileSystemError: a target file exists but cannot be read.
@@ -143,8 +150,9 @@ def recorded_applied(spec: Spec, sources: Sources, manifest: Manifest, resolutio
 
 
 def obsolete_report(spec: Spec, sources: Sources) -> SpecReport | None:
-    """``obsolete`` (step 2 of the module docstring) when an ``[[obsolete-when]]`` condition of ``spec`` holds
-    on the installed files; None otherwise. Reads the files the conditions name.
+    """``obsolete`` (step 2 of the module docstring) when an ``[[obsolete-when]]`` condition of ``spec``
+    (:class:`~fp4patch.spec.Spec`) holds on the installed files (``sources``: :class:`~fp4patch.sources.Sources`);
+    None otherwise. Reads the files the conditions name.
 
     Raises:
         DriftError: such a file is not valid Python.
@@ -180,9 +188,9 @@ def check_resolved(spec: Spec, sources: Sources, resolution: Resolution) -> Spec
     the module docstring: after neither :func:`recorded_applied` nor :func:`obsolete_report` answered); reads only.
 
     Args:
-        spec: the spec to check.
-        sources: the installed files, as this command reads them (each read noted in ``sources.inputs``).
-        resolution: the targets ``spec`` takes on the installed release and why
+        spec (Spec): the spec to check.
+        sources (Sources): the installed files, as this command reads them (each read noted in ``sources.inputs``).
+        resolution (Resolution): the targets ``spec`` takes on the installed release and why
             (:meth:`fp4patch.engine.Engine.resolve`).
 
     Raises:

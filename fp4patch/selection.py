@@ -97,11 +97,11 @@ def check_applied_conflicts(specs: list[Spec], known: list[Spec], manifest: Mani
     with one of them (either side may declare it).
 
     Args:
-        specs: the specs to apply.
-        known: every spec of the distribution.
-        manifest: this install's record (None: nothing applied).
-        advice: words the ``revert`` the message advises (:class:`fp4patch.advice.Advice`: the options the
-            command was given).
+        specs (list[Spec]): the specs to apply.
+        known (list[Spec]): every spec of the distribution.
+        manifest (Manifest | None): this install's record (None: nothing applied).
+        advice (Advice): words the ``revert`` the message advises (:class:`fp4patch.advice.Advice`: the options
+            the command was given).
 
     Raises:
         UsageError: a conflict with an applied spec.
@@ -160,8 +160,9 @@ def left_out(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
 
 
 def takes_part(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
-    """Whether the spec of ``report`` takes part in a plan (:func:`planned_targets`): not ``obsolete`` or
-    ``not-needed`` (nothing to do) and not :func:`left_out`. Its resolution is needed only then."""
+    """Whether the spec of ``report`` (:class:`~fp4patch.report.SpecReport`) takes part in a plan
+    (:func:`planned_targets`): not ``obsolete`` or ``not-needed`` (nothing to do) and not :func:`left_out`
+    (``required``: the spec ids that must apply). Its resolution is needed only then. Never raises."""
     return report.state not in (OBSOLETE, NOT_NEEDED) and not left_out(report, required)
 
 
@@ -179,15 +180,17 @@ def planned_targets(
     check had passed (``diff``); else it is refused like drift.
 
     Args:
-        specs: the selected specs, in order.
-        reports: spec id -> its report on the installed files (:meth:`fp4patch.engine.Engine.report`), for
-            every spec of ``specs``.
-        resolutions: spec id -> the targets it takes here (:meth:`fp4patch.engine.Engine.resolve`), for every
-            spec of ``specs`` that :func:`takes_part` (others may be missing).
-        required: the spec ids that must apply even where declared ``unsupported`` (``--spec``, ``--strict``).
-        unchecked: plan ``needs-check`` specs (``diff``) instead of refusing them.
-        dist: the installed distribution (named in the message).
-        advice: words the ``--skip`` commands the message advises (:class:`fp4patch.advice.Advice`).
+        specs (list[Spec]): the selected specs, in order.
+        reports (Mapping[str, SpecReport]): spec id -> its report on the installed files
+            (:meth:`fp4patch.engine.Engine.report`), for every spec of ``specs``.
+        resolutions (Mapping[str, Resolution]): spec id -> the targets it takes here
+            (:meth:`fp4patch.engine.Engine.resolve`), for every spec of ``specs`` that :func:`takes_part`
+            (others may be missing).
+        required (frozenset[str] | set[str]): the spec ids that must apply even where declared ``unsupported``
+            (``--spec``, ``--strict``).
+        unchecked (bool): plan ``needs-check`` specs (``diff``) instead of refusing them.
+        dist (InstalledDistribution): the installed distribution (named in the message).
+        advice (Advice): words the ``--skip`` commands the message advises (:class:`fp4patch.advice.Advice`).
 
     Raises:
         DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
