@@ -323,8 +323,8 @@ def replay_release(version: str, specs_dir: str | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"fp4patch-replay-{version}-") as scratch:
         site = unpack(archive, Path(scratch) / "site-packages", sources_only=True)
         dist = find_distribution(from_site_packages(site), "flashinfer-python")
-        engine = Engine(dist, [s for s in specs if s.distribution == dist.name], lambda message: None, cut, current())
-        engine.evidenced = {k: {e.target for e in entries} for k, entries in full.evidence.items()}
+        evidenced = {k: {e.target for e in entries} for k, entries in full.evidence.items()}
+        engine = Engine(dist, [s for s in specs if s.distribution == dist.name], lambda message: None, cut, current(), evidenced=evidenced)
         reports = {s.id: engine.report(s) for s in default}
         if any(r.state == NEEDS for r in reports.values()):
             engine.check_on_cpu(default)

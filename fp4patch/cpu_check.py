@@ -5,7 +5,8 @@ whose wrapper keeps the verified signature (:mod:`fp4patch.evidence`) is applied
 check, in a throw-away copy, never in the user's site-packages:
 
 1. the distribution's Python sources (every ``.py`` of the packages the specs patch) and its
-   ``.dist-info`` are copied into a temporary site-packages, and the selection is applied there;
+   ``.dist-info`` are copied into a temporary site-packages (:func:`copy_sources`), and the selection is
+   applied there, the specs to check as if they had passed (:func:`provisional`);
 2. in the target interpreter (``--python``; torch needed there, a CPU build is enough), with that
    copy first on ``sys.path``:
 
@@ -35,12 +36,16 @@ compile, or why it cannot be checked (no case grid for the function, outputs the
 which the CPU cannot see); ``apply`` then refuses it like drift. When the check cannot run at all (no
 torch in the target interpreter) the spec stays ``needs-check``, its basis saying why and what to pass
 (``unchecked``), and ``apply`` refuses it as ``needs-check``: the word ``status`` uses too.
+
+The engine orders the steps (:meth:`fp4patch.engine.Engine.check_on_cpu`: it resolves the specs, copies, applies
+the copy with an engine of its own, and keeps the outcome); this module takes values — the specs, their
+resolutions, the distribution, the interpreter, the copy — and returns the new bases. It never sees an engine.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,24 +53,47 @@ from .errors import EnvironmentProblem, Fp4PatchError
 from .releases import is_source
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .evidence import Basis
+    from .environment import InstalledDistribution, TargetEnvironment
+    from .evidence import Basis, Resolution
+    from .sources import Sources
     from .spec import Spec
 
 #: The spec whose functions the trace probe (``trace_probe.py``, 33 fp4_quantize cases) also checks.
 TRACED_SPEC = "fp4-quantize-fullgraph"
 
 
-def copy_sources(engine: Engine, destination: Path) -> Path:
-    """Copy the sources of every top-level package the specs patch (``flashinfer/``: what
-    :func:`fp4patch.releases.is_source` keeps, as released: fp4patch's backups of files it patched)
-    and the distribution's metadata folder into ``destination``; returns ``destination`` (a site-packages).
+def announcement(dist: InstalledDistribution, needs: list[Spec]) -> str:
+    """The note :meth:`fp4patch.engine.Engine.check_on_cpu` gives before checking ``needs``: what is checked, and
+    where. Never raises.
+
+    Args:
+        dist (InstalledDistribution): the installed distribution (its name and version are named).
+        needs (list[Spec]): the specs in ``needs-check`` on it.
+    """
+    names = ", ".join(s.id for s in needs)
+    return (
+        f"{dist.name} {dist.version} is not a release fp4patch was verified on and the code of {names} differs from it; "
+        "checking it on CPU in a temporary copy (the fake against the wrapper's own allocation, the fullgraph trace)"
+    )
+
+
+def copy_sources(sources: Sources, specs: Iterable[Spec], destination: Path) -> Path:
+    """Copy the sources of every top-level package ``specs`` patch (``flashinfer/``: what
+    :func:`fp4patch.releases.is_source` keeps, as released: :meth:`fp4patch.sources.Sources.released_bytes`,
+    fp4patch's backups of files it patched, each read noted in ``sources.inputs``) and the metadata folder
+    of ``sources.dist`` into ``destination``; returns ``destination`` (a site-packages).
+
+    Args:
+        sources (Sources): the installed files of the distribution, as this command reads them.
+        specs (Iterable[Spec]): every spec of the distribution (their targets name the packages).
+        destination (Path): the folder to fill (made if missing).
 
     Raises:
         FileSystemError: a file cannot be read.
     """
-    site = engine.dist.site_packages
-    packages = sorted({Path(t.file).parts[0] for s in engine.specs for t in s.targets if t.file})
+    dist = sources.dist
+    site = dist.site_packages
+    packages = sorted({Path(t.file).parts[0] for s in specs for t in s.targets if t.file})
     destination.mkdir(parents=True, exist_ok=True)
     for package in packages:
         root = site / package
@@ -77,72 +105,89 @@ def copy_sources(engine: Engine, destination: Path) -> Path:
                 continue
             target = destination / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            data = engine.sources.released_bytes(relative)
+            data = sources.released_bytes(relative)
             target.write_bytes(data if data is not None else path.read_bytes())
-    info = Path(str(getattr(engine.dist.dist, "_path", "") or ""))
+    info = Path(str(getattr(dist.dist, "_path", "") or ""))
     if info.is_dir():
         shutil.copytree(info, destination / info.name, dirs_exist_ok=True)
     return destination
 
 
-def check(engine: Engine, needs: list[Spec], selection: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
-    """Check each spec of ``needs`` (all ``needs-check`` in ``engine``) on CPU, with ``selection``
-    (``needs`` included) applied together in a temporary copy; returns spec id -> its new basis
-    (``checked``, or ``changed`` with the reason). Says what it checks on ``engine.notify``.
+def provisional(bases: Mapping[str, Basis]) -> dict[str, Basis]:
+    """spec id -> its basis from ``bases`` (``Mapping[str, Basis]``: spec id -> the ``needs-check`` basis) made
+    ``checked``: what the copy is applied with, so that the specs to check take part there as if their check had
+    passed. Never raises."""
+    from dataclasses import replace
 
-    Never raises for a failed check or a probe that cannot run (that is a ``changed`` basis naming
-    the reason); the installed files are only read.
+    from .evidence import CHECKED
+
+    return {spec_id: replace(basis, kind=CHECKED) for spec_id, basis in bases.items()}
+
+
+def failed(basis: Basis, reason: str) -> Basis:
+    """``basis`` (:class:`~fp4patch.evidence.Basis`, a ``needs-check`` one) made ``changed``: where the code
+    differs, and that the CPU check failed for ``reason`` (str). ``apply`` then refuses the spec like drift. Never
+    raises."""
+    from dataclasses import replace
+
+    from .evidence import CHANGED
+
+    where = f"the code differs in {', '.join(basis.changes[:3])}" if basis.changes else "the code differs"
+    return replace(basis, kind=CHANGED, changes=(f"{where}, and the CPU check failed: {reason}",))
+
+
+def not_applied(bases: Mapping[str, Basis], error: Fp4PatchError) -> dict[str, Basis]:
+    """spec id -> its ``changed`` basis when the selection did not apply to the copy. Never raises.
+
+    Args:
+        bases (Mapping[str, Basis]): spec id -> the ``needs-check`` basis of each spec checked.
+        error (Fp4PatchError): what the copy's ``apply``, or :func:`copy_sources`, raised.
+    """
+    return {spec_id: failed(basis, f"the selection does not apply to a copy ({error})") for spec_id, basis in bases.items()}
+
+
+def check(
+    needs: list[Spec], resolutions: Mapping[str, Resolution], dist: InstalledDistribution, env: TargetEnvironment, site: Path
+) -> dict[str, Basis]:
+    """Check each spec of ``needs`` on CPU in ``site``, a temporary site-packages the selection is applied to
+    already (:func:`copy_sources`, then the engine's apply of the copy with :func:`provisional` bases); returns
+    spec id -> its new basis: ``checked``, or ``changed`` with the reason, or still ``needs-check`` with
+    ``unchecked`` saying why the check could not run and what to pass.
+
+    Args:
+        needs (list[Spec]): the specs in ``needs-check`` on the installed release.
+        resolutions (Mapping[str, Resolution]): spec id -> the resolution of each spec of ``needs`` on the
+            installed release (their targets and ``needs-check`` basis: :meth:`fp4patch.engine.Engine.resolve`).
+        dist (InstalledDistribution): the installed distribution (its C++ launcher sources are read where the
+            copy lacks them).
+        env (TargetEnvironment): the interpreter that runs the probes (torch needed there; a CPU build is enough).
+        site (Path): the applied copy.
+
+    Never raises for a failed check or a probe that cannot run (that is a ``changed`` basis naming the reason);
+    the installed files are only read.
     """
     from dataclasses import replace
 
-    from .engine import Engine
-    from .environment import current, find_distribution, from_site_packages
-    from .evidence import CHANGED, CHECKED
+    from .evidence import CHECKED
 
-    bases = {s.id: engine.resolve(s).basis for s in needs}
-    version = str(engine.dist.version)
-    names = ", ".join(s.id for s in needs)
-    engine.notify(
-        f"{engine.dist.name} {version} is not a release fp4patch was verified on and the code of {names} differs from it; "
-        "checking it on CPU in a temporary copy (the fake against the wrapper's own allocation, the fullgraph trace)"
-    )
-
-    def failed(spec_id: str, reason: str) -> Basis:
-        base = bases[spec_id]
-        where = f"the code differs in {', '.join(base.changes[:3])}" if base.changes else "the code differs"
-        return replace(base, kind=CHANGED, changes=(f"{where}, and the CPU check failed: {reason}",))
-
+    bases = {s.id: resolutions[s.id].basis for s in needs}
+    launcher: dict[str, list[str]] = {}
+    try:
+        problems = _fake_problems(needs, resolutions, dist, env, site, launcher)
+    except _NotRunHere as exc:
+        # not a finding: the spec stays needs-check (status, apply and verify say so alike), with what to do
+        return {
+            s.id: replace(bases[s.id], unchecked=(
+                f"the CPU check could not run in {env.python} ({exc}); pass `--python PATH`, an interpreter with torch (a CPU "
+                f"build is enough; with --site-packages it checks that directory), or leave the spec out with `--skip {s.id}`"
+            ))
+            for s in needs
+        }
+    problems = _merge(problems, _trace_problems(needs, env, site))
     outcome: dict[str, Basis] = {}
-    env = engine.target_env or current()
-    with tempfile.TemporaryDirectory(prefix="fp4patch-check-") as scratch:
-        try:
-            site = copy_sources(engine, Path(scratch) / "site-packages")
-            copy = Engine(find_distribution(from_site_packages(site), engine.dist.name), engine.specs, lambda message: None, engine.catalog, env)
-            # the copy takes exactly the targets the installed release took (the ones checked below)
-            for spec in selection:
-                engine.resolve(spec)
-            copy._resolutions = dict(engine._resolutions)
-            copy.evidenced = engine.evidenced
-            copy.checked = {s.id: replace(bases[s.id], kind=CHECKED) for s in needs}  # provisionally: apply the copy
-            copy.apply(selection, allow_modified=True, required=required)
-        except Fp4PatchError as exc:
-            return {s.id: failed(s.id, f"the selection does not apply to a copy ({exc})") for s in needs}
-        launcher: dict[str, list[str]] = {}
-        try:
-            problems = _fake_problems(engine, needs, env, site, launcher)
-        except _NotRunHere as exc:
-            # not a finding: the spec stays needs-check (status, apply and verify say so alike), with what to do
-            return {
-                s.id: replace(bases[s.id], unchecked=(
-                    f"the CPU check could not run in {env.python} ({exc}); pass `--python PATH`, an interpreter with torch (a CPU "
-                    f"build is enough; with --site-packages it checks that directory), or leave the spec out with `--skip {s.id}`"
-                ))
-                for s in needs
-            }
-        problems = _merge(problems, _trace_problems(needs, env, site))
     for spec in needs:
         found = problems.get(spec.id, [])
-        outcome[spec.id] = failed(spec.id, "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED, launcher=tuple(launcher.get(spec.id, ())))
+        outcome[spec.id] = failed(bases[spec.id], "; ".join(found[:3])) if found else replace(bases[spec.id], kind=CHECKED, launcher=tuple(launcher.get(spec.id, ())))
     return outcome
 
 
@@ -172,13 +217,13 @@ def launcher_evidence(basis: Basis, target) -> tuple[list[str], list[str]]:
     return [p for p in pieces if p not in differs], differs
 
 
-def _absent_files(engine: Engine, pieces: list[str]) -> list[str]:
-    """The files (site-packages-relative) of ``pieces`` that the target's site-packages does not hold: a piece of an
-    absent file reads as differing (:func:`launcher_evidence`), which is true but says nothing of why."""
+def _absent_files(dist: InstalledDistribution, pieces: list[str]) -> list[str]:
+    """The files (site-packages-relative) of ``pieces`` that ``dist`` does not hold: a piece of an absent file reads
+    as differing (:func:`launcher_evidence`), which is true but says nothing of why."""
     from .fingerprint import split_piece
 
     files = dict.fromkeys(split_piece(piece, "")[0] for piece in pieces)
-    return [f for f in files if not engine.dist.locate(f).is_file()]
+    return [f for f in files if not dist.locate(f).is_file()]
 
 
 def _launcher_note(pieces: list[str]) -> str:
@@ -192,8 +237,11 @@ def _launcher_note(pieces: list[str]) -> str:
     return "; ".join(f"{file}: {', '.join(names)}" for file, names in by_file.items())
 
 
-def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
-    """spec id -> what the fake check found wrong for its custom ops (empty lists when fine). A function whose
+def _fake_problems(
+    needs: list[Spec], resolutions: Mapping[str, Resolution], dist: InstalledDistribution, env, site: Path, launcher: dict[str, list[str]] | None = None
+) -> dict[str, list[str]]:
+    """spec id -> what the fake check found wrong for its custom ops (empty lists when fine); ``resolutions``, ``dist``
+    as :func:`check` takes them. A function whose
     only finding is outputs the C++ launcher allocates passes where its target's launcher pieces all equal the
     verified release's (:func:`launcher_evidence`); those pieces go into ``launcher`` (spec id -> piece names)."""
     from .fake_check import requests_for, run_fake_check
@@ -203,7 +251,7 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
     targets: dict[str, object] = {}
     requests = []
     for spec in needs:
-        for target in engine.resolve(spec).targets:
+        for target in resolutions[spec.id].targets:
             if target.status:
                 continue
             kinds = [kind for kind, _ in target.operation_specs]
@@ -243,14 +291,14 @@ def _fake_problems(engine: Engine, needs: list[Spec], env, site: Path, launcher:
             problems[spec_id].append(f"{function}: {result.summary()}, and no case of it could be seen on CPU")
             continue
         if only_unseen:
-            basis = engine.resolve(next(s for s in needs if s.id == spec_id)).basis
+            basis = resolutions[spec_id].basis
             same, differs = launcher_evidence(basis, targets[function]) if basis is not None else ([], [])
             if same and not differs:
                 if launcher is not None:
                     launcher.setdefault(spec_id, []).extend(p for p in same if p not in launcher.get(spec_id, []))
                 continue
             if differs:
-                missing = _absent_files(engine, differs)
+                missing = _absent_files(dist, differs)
                 changed = (
                     f"the file that allocates them is missing from this install: {', '.join(missing)} (FlashInfer's wheels "
                     f"ship the C++ launcher's sources; reinstall flashinfer-python, or leave the spec out with --skip {spec_id})"

@@ -1,14 +1,19 @@
 """Plan, apply, verify and revert specs on one installed distribution: the coordinator.
 
 :class:`Engine` holds what one command knows about the distribution and orders the parts, each
-in a module named for what it does (none of them imports the engine):
+in a module named for what it does. Data flows down: a part takes values (specs, a resolution, the
+reports, a plan, an :class:`~fp4patch.advice.Advice` that words the commands a message advises) and
+returns values; none imports the engine, is handed it or one of its methods, or reads its fields
+(``tests/test_import_graph.py``):
 
 ====================  ===========================================================================
 :mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the
                       ``--strict`` policy, the targets a spec keeps from its recorded basis
 :mod:`.sources`       the installed files: parsed once per contents, every read noted (the
                       verdict's key), released bytes
-:mod:`.report`        the state of one spec (:class:`SpecReport`), reads only
+:mod:`.report`        the state of one spec (:class:`SpecReport`) in steps :meth:`report` orders, reads only
+:mod:`.cpu_check`     a ``needs-check`` spec checked on CPU in a copy :meth:`check_on_cpu` applies
+:mod:`.advice`        the commands a message advises, on this environment with these specs
 :mod:`.plan`          new bytes in memory (:class:`FilePlan`), the preflight, the change to journal
 :mod:`.journal`       every write recorded before the first, carried out step by step, undone on error
 :mod:`.recovery`      a killed run finished or cleaned up; the "interrupted" note
@@ -28,11 +33,13 @@ and ``revert --force`` of such a record). Reports are plain data; the CLI render
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .advice import Advice
 from .environment import InstalledDistribution
-from .errors import FileSystemError
+from .errors import FileSystemError, Fp4PatchError
 from .files import fault_point
 from .install_record import other_install
 from .journal import run
@@ -40,7 +47,7 @@ from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
 from .plan import FilePlan, apply_change, check_apply, check_result, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
-from .report import SpecReport, TargetReport, check_spec
+from .report import SpecReport, TargetReport, check_resolved, obsolete_report, recorded_applied, recording
 from .selection import (
     check_applied_conflicts,
     check_conflicts,
@@ -49,6 +56,7 @@ from .selection import (
     recorded_resolution,
     removed_specs,
     select_specs,
+    takes_part,
 )
 from .sources import Sources
 from .spec import Spec, Target
@@ -76,7 +84,25 @@ class Engine:
         notify: Callable[[str], None] | None = None,
         catalog: Catalog | None = None,
         target_env: TargetEnvironment | None = None,
+        *,
+        resolutions: Mapping[str, Resolution] | None = None,
+        checked: Mapping[str, Basis] | None = None,
+        evidenced: Mapping[str, set[str]] | None = None,
     ) -> None:
+        """An engine for ``specs`` on ``dist``; reads nothing yet, never raises.
+
+        Args:
+            dist (InstalledDistribution): the installed distribution.
+            specs (list[Spec]): every spec of that distribution.
+            notify (Callable[[str], None] | None): where notes go; None: stderr.
+            catalog (Catalog | None): the release catalog; None: the built-in one, loaded on first use.
+            target_env (TargetEnvironment | None): the interpreter of the CPU checks; None: the running one.
+            resolutions (Mapping[str, Resolution] | None): spec id -> a resolution to take as made already
+                (:meth:`resolve` answers it until :meth:`forget_reads`): the CPU check's copy takes exactly the
+                targets the installed release took.
+            checked (Mapping[str, Basis] | None): the initial :attr:`checked` (copied).
+            evidenced (Mapping[str, set[str]] | None): the initial :attr:`evidenced` (copied); None: the catalog's.
+        """
         self.dist = dist
         self.specs = specs
         #: The release catalog and its evidence (loaded on first use: the built-in one by default).
@@ -84,13 +110,13 @@ class Engine:
         #: The interpreter whose torch checks a needs-check target on CPU (:mod:`fp4patch.cpu_check`);
         #: None: the one running fp4patch.
         self.target_env = target_env
-        self._resolutions: dict[str, Resolution] = {}
+        self._resolutions: dict[str, Resolution] = dict(resolutions or {})
         self._reports: dict[str, SpecReport] = {}
         #: spec id -> the outcome of the CPU check ``apply`` ran for it (a ``checked`` or ``changed`` basis).
-        self.checked: dict[str, Basis] = {}
+        self.checked: dict[str, Basis] = dict(checked or {})
         #: spec id -> target specifiers that count as carrying evidence (``make compat``'s replay of
         #: past releases; None: those with evidence in :attr:`catalog`).
-        self.evidenced: dict[str, set[str]] | None = None
+        self.evidenced: dict[str, set[str]] | None = dict(evidenced) if evidenced is not None else None
         self.store = ManifestStore(dist.site_packages, dist.name)
         #: Where notes go (lock waits, recovered runs, discarded records): stderr by default.
         self.notify = notify or _stderr
@@ -109,14 +135,17 @@ class Engine:
         self.environment_options: tuple[str, ...] = ()
         self.specs_options: tuple[str, ...] = ()
 
+    @property
+    def advice(self) -> Advice:
+        """The options of :attr:`environment_options` and :attr:`specs_options` as a value: what the parts that
+        advise a command in a message take (:mod:`fp4patch.advice`)."""
+        return Advice(tuple(self.environment_options), tuple(self.specs_options))
+
     def command(self, subcommand: str, *words: str) -> str:
         """``fp4patch <subcommand> <environment options> <specs options> <words>``, shell-quoted
         (:func:`shlex.join`): a command a message advises, acting on this environment with these
-        specs (``clean`` reads no specs, so it gets no ``--specs-dir``)."""
-        import shlex
-
-        specs = self.specs_options if subcommand != "clean" else ()
-        return shlex.join(["fp4patch", subcommand, *self.environment_options, *specs, *words])
+        specs (``clean`` reads no specs, so it gets no ``--specs-dir``): :meth:`fp4patch.advice.Advice.command`."""
+        return self.advice.command(subcommand, *words)
 
     @property
     def catalog(self) -> Catalog:
@@ -159,11 +188,22 @@ class Engine:
         self._reports.clear()
 
     def report(self, spec: Spec) -> SpecReport:
-        """Check ``spec`` against the installed files (reads only; :func:`fp4patch.report.check_spec`), once per
-        spec until the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks
-        for each report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees."""
+        """Check ``spec`` against the installed files (reads only; :mod:`fp4patch.report`), once per spec until
+        the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks for each
+        report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees.
+
+        In the order of :mod:`fp4patch.report`: fp4patch's record (the fast path), ``obsolete-when``, then the
+        targets the spec resolves to. The spec is resolved only where a step needs its targets: a resolution
+        reads files, which the recorded verdict's key (:attr:`inputs`) then names.
+        """
         if spec.id not in self._reports:
-            self._reports[spec.id] = check_spec(spec, self.sources, self.resolve)
+            manifest = recording(spec, self.sources)
+            report = recorded_applied(spec, self.sources, manifest, self.resolve(spec)) if manifest is not None else None
+            if report is None:
+                report = obsolete_report(spec, self.sources)
+            if report is None:
+                report = check_resolved(spec, self.sources, self.resolve(spec))
+            self._reports[spec.id] = report
         return self._reports[spec.id]
 
     def interrupted(self) -> str | None:
@@ -171,7 +211,7 @@ class Engine:
         apply/revert was interrupted or is running now (:func:`fp4patch.recovery.journal_note`), or a
         target file has stale bytecode that Python would run instead of it (:meth:`stale_bytecode`);
         reads only."""
-        return journal_note(self.store, self.command) or self.stale_bytecode()
+        return journal_note(self.store, self.advice) or self.stale_bytecode()
 
     def bytecode_files(self) -> list[str]:
         """Site-packages-relative paths of every existing file that a spec of this distribution
@@ -209,7 +249,7 @@ class Engine:
         distribution (:func:`fp4patch.leftovers.stale_note`); None otherwise. Reads only."""
         from .leftovers import stale_note
 
-        return stale_note(self.store.root, self.command)
+        return stale_note(self.store.root, self.advice)
 
     # ------------------------------------------------------------------ planning
     def plan(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset(), unchecked: bool = False) -> dict[str, FilePlan]:
@@ -226,7 +266,10 @@ class Engine:
                 required but unsupported (the message names each, and the ``--skip`` that leaves it
                 out); a target file is not valid Python; a result does not compile. Nothing is written.
         """
-        by_file = planned_targets(specs, self.report, self.resolve, required, unchecked, self.dist, self.command)
+        reports = {s.id: self.report(s) for s in specs}
+        # a spec that takes part was resolved by its report already (the resolution is read again, not the files)
+        resolutions = {s.id: self.resolve(s) for s in specs if takes_part(reports[s.id], required)}
+        by_file = planned_targets(specs, reports, resolutions, required, unchecked, self.dist, self.advice)
         plans = {rel: plan_file(self.sources, rel, pairs, check=False) for rel, pairs in by_file.items()}
         # every file the apply leaves patched carries the set's stamp (fp4patch.set_stamp), also one patched before
         manifest = self.store.load()
@@ -317,29 +360,65 @@ class Engine:
                     raise refusal
 
     def check_on_cpu(self, specs: list[Spec], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Basis]:
-        """Check every spec of ``specs`` in ``needs-check`` on CPU (:func:`fp4patch.cpu_check.check`)
-        and keep the outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one
-        naming what failed (the spec is then ``drifted``). Returns the outcomes of this call.
+        """Check every spec of ``specs`` in ``needs-check`` on CPU (:mod:`fp4patch.cpu_check`) and keep the
+        outcome in :attr:`checked`: a ``checked`` basis (apply it), or a ``changed`` one naming what failed (the
+        spec is then ``drifted``). Returns the outcomes of this call.
 
-        The check copies the distribution's Python sources into a temporary site-packages, applies
-        the selection there and runs the probes in :attr:`target_env` (torch needed there); the
-        installed files are only read.
+        The distribution's Python sources are copied into a temporary site-packages
+        (:func:`fp4patch.cpu_check.copy_sources`), the selection is applied there by an engine of the copy
+        (:meth:`_apply_to_copy`), and the probes run in :attr:`target_env` (torch needed there:
+        :func:`fp4patch.cpu_check.check`); the installed files are only read.
         """
         if self.catalog.lists(self.dist.version):
             return {}  # a listed release takes its targets by version: none needs a check (and no file is parsed here)
         needs = [s for s in specs if s.id not in self.checked and self.report(s).state == NEEDS_CHECK]
         if not needs:
             return {}
-        from .cpu_check import check
+        import tempfile
+
+        from .cpu_check import announcement, check, copy_sources, not_applied
+        from .environment import current
 
         # the copy gets what would apply with them: not a spec that is drifted, declared or not targeted here
         # (apply refuses those itself, and a user leaves them out with --skip: the check must still answer)
         others = [s for s in specs if s.id not in {n.id for n in needs} and self.report(s).state in (APPLICABLE, APPLIED)]
-        outcome = check(self, needs, others + needs, required)
+        resolutions = {s.id: self.resolve(s) for s in needs}
+        bases = {spec_id: resolution.basis for spec_id, resolution in resolutions.items()}
+        self.notify(announcement(self.dist, needs))
+        env = self.target_env or current()
+        with tempfile.TemporaryDirectory(prefix="fp4patch-check-") as scratch:
+            try:
+                site = copy_sources(self.sources, self.specs, Path(scratch) / "site-packages")
+                self._apply_to_copy(site, others + needs, bases, required, env)
+            except Fp4PatchError as exc:
+                outcome = not_applied(bases, exc)
+            else:
+                outcome = check(needs, resolutions, self.dist, env, site)
         self.checked.update(outcome)
         for spec_id in outcome:
             self._reports.pop(spec_id, None)  # its basis changed: checked, or changed (then drifted)
         return outcome
+
+    def _apply_to_copy(
+        self, site: Path, selection: list[Spec], bases: dict[str, Basis], required: frozenset[str] | set[str], env: TargetEnvironment
+    ) -> None:
+        """Apply ``selection`` to the copy of the distribution in ``site`` (:meth:`check_on_cpu`) with an engine of
+        the copy that takes exactly the targets this one took (the ones checked), the specs of ``bases`` (spec id ->
+        their ``needs-check`` basis) provisionally checked (:func:`fp4patch.cpu_check.provisional`).
+
+        Raises:
+            Fp4PatchError: the selection does not apply to the copy (any error of :meth:`apply`).
+        """
+        from .cpu_check import provisional
+        from .environment import find_distribution, from_site_packages
+
+        for spec in selection:
+            self.resolve(spec)
+        copy = Engine(
+            find_distribution(from_site_packages(site), self.dist.name), self.specs, lambda message: None, self.catalog, env,
+            resolutions=self._resolutions, checked=provisional(bases), evidenced=self.evidenced,
+        )
+        copy.apply(selection, allow_modified=True, required=required)
 
     def _apply(
         self, specs: list[Spec], allow_modified: bool, refuse_writes: Exception | None = None, required: frozenset[str] | set[str] = frozenset()
@@ -347,12 +426,12 @@ class Engine:
         """The writing part of :meth:`apply` (under the lock, or without one and ``refuse_writes``:
         raised when anything is to be written)."""
         manifest = self._current_manifest()
-        check_applied_conflicts(specs, self.specs, manifest, self.command)
+        check_applied_conflicts(specs, self.specs, manifest, self.advice)
         plans = self.plan(specs, required)
         fault_point("plan")
         options = list(self.environment_options)
         python = options[options.index("--python") + 1] if "--python" in options else None
-        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.command, python)
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(
@@ -404,10 +483,10 @@ class Engine:
             return []
         removing = removed_specs(manifest, ids)
         remaining = [s for s in self.specs if s.id in set(manifest.specs) - removing]
-
-        def kept(relative: str) -> list[tuple[Spec, Target]]:
-            return [(s, t) for s in remaining for t in self.resolve(s).targets if t.file == relative]
-
+        kept: dict[str, list[tuple[Spec, Target]]] = {}  # file -> the (spec, target) pairs of the specs that stay
+        for spec in remaining:
+            for target in self.resolve(spec).targets:
+                kept.setdefault(target.file, []).append((spec, target))
         change, touched = revert_change(self.sources, manifest, removing, remaining, kept, force, self.notify, self.dropped)
         change.check_writable(self.store)
         from .verdict import remove

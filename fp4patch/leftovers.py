@@ -20,7 +20,6 @@ that are no longer there. :func:`find` tells each state directory apart:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ from .install_record import record_sha256
 from .locations import STATE_DIR
 
 if TYPE_CHECKING:
+    from .advice import Advice
     from .environment import TargetEnvironment
 
 GONE, STALE, CURRENT, INTERRUPTED = "gone", "stale", "current", "interrupted"
@@ -122,18 +122,19 @@ def gone_note(env: TargetEnvironment, name: str) -> str:
     return f"; {left[0].reason} — `{shlex.join(['fp4patch', 'clean', *env.options])}` removes it"
 
 
-def stale_note(root: Path, command: Callable[..., str]) -> str | None:
+def stale_note(root: Path, advice: Advice) -> str | None:
     """One line when the state directory ``root`` (``<site-packages>/.fp4patch/<distribution>``)
     was written for another install of the distribution (``stale``: upgraded, or reinstalled with
-    another RECORD): what it is, and the ``apply`` and ``clean`` commands (built by ``command``,
-    :meth:`fp4patch.engine.Engine.command`) that replace or remove it. None otherwise (also when
-    there is none, or it cannot be read). Reads only."""
+    another RECORD): what it is, and the ``apply`` and ``clean`` commands (worded by ``advice``,
+    :class:`fp4patch.advice.Advice`: the options the command was given) that replace or remove it.
+    None otherwise (also when there is none, or it cannot be read). ``root``: a :class:`~pathlib.Path`. Reads
+    only."""
     if not root.is_dir():
         return None
     state = describe(root)
     if state.kind != STALE:
         return None
-    return f"{state.reason}; `{command('apply')}` replaces it, `{command('clean')}` removes it"
+    return f"{state.reason}; `{advice.command('apply')}` replaces it, `{advice.command('clean')}` removes it"
 
 
 def clean(env: TargetEnvironment, notify=None) -> tuple[list[StateDir], list[StateDir]]:

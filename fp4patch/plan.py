@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from .install_record import check_baseline, record_sha256
 from .manifest import FileRecord, Journal, JournalFile, Manifest
 
 if TYPE_CHECKING:
+    from .advice import Advice
     from .environment import InstalledDistribution
     from .evidence import Basis
     from .manifest import ManifestStore
@@ -288,15 +289,24 @@ def check_apply(
     manifest: Manifest | None,
     allow_modified: bool,
     notify: Callable[[str], None],
-    command: Callable[..., str],
+    advice: Advice,
     python: str | None = None,
 ) -> set[str]:
     """The preflight of an apply: each file ``plans`` change must be a regular file that holds what
     fp4patch last wrote there (``manifest``: this install's record, None when there is none), or the
     original bytes again (reinstalled since: it is patched afresh, said on ``notify``), or, patched
     for the first time, the bytes RECORD lists (unless ``allow_modified``). Returns the files
-    reinstalled since. ``command`` builds the commands the messages advise; ``python`` is the target
-    interpreter the user named (``--python``), which the reinstall advice then names too.
+    reinstalled since.
+
+    Args:
+        dist (InstalledDistribution): the installed distribution.
+        plans (dict[str, FilePlan]): site-packages-relative path -> its plan.
+        manifest (Manifest | None): this install's record; None when there is none.
+        allow_modified (bool): patch a file that differs from RECORD anyway.
+        notify (Callable[[str], None]): where the "reinstalled?" notes go.
+        advice (Advice): words the commands the messages advise (:class:`fp4patch.advice.Advice`).
+        python (str | None): the target interpreter the user named (``--python``), which the reinstall advice
+            then names too.
 
     Raises:
         FileSystemError: a symbolic link (every one named, with the reinstall that gives copies), a
@@ -333,8 +343,8 @@ def check_apply(
             notify(f"{plan.path}: holds the original bytes again (reinstalled?); patching it afresh")
         elif record and current != record.patched_sha256:
             raise FileSystemError(
-                f"{plan.path}: changed since fp4patch patched it; run `{command('revert', '--force')}` (puts the installed originals "
-                f"back), then `{command('apply')}`"
+                f"{plan.path}: changed since fp4patch patched it; run `{advice.command('revert', '--force')}` (puts the installed originals "
+                f"back), then `{advice.command('apply')}`"
             )
         elif not record and not allow_modified:
             check_baseline(dist, plan.relative, plan.path, plan.current)
@@ -407,7 +417,7 @@ def revert_change(
     manifest: Manifest,
     removing: set[str],
     remaining: list[Spec],
-    kept: Callable[[str], list[tuple[Spec, Target]]],
+    kept: Mapping[str, list[tuple[Spec, Target]]],
     force: bool,
     notify: Callable[[str], None],
     already_original: list[str],
@@ -416,7 +426,9 @@ def revert_change(
     the site-packages-relative files it restores or rewrites.
 
     Each file that holds a removed spec gets its original back (fp4patch's backup), re-patched with
-    ``kept(relative)``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file. A file
+    ``kept[relative]``, the ``(spec, target)`` pairs of the ``remaining`` specs in that file (``kept``:
+    ``Mapping[str, list[tuple[Spec, Target]]]``, site-packages-relative file -> pairs in the order of
+    ``remaining``; a file missing from it keeps none). A file
     already holding its original bytes with nothing kept only loses its record (said on ``notify``,
     appended to ``already_original``, as found). The manifest afterwards keeps the remaining specs
     and their basis; None (removed with every backup) when no file is left.
@@ -433,7 +445,7 @@ def revert_change(
             continue
         path = dist.locate(relative)
         current = read_bytes(path) if path.exists() else b""
-        keep = kept(relative)
+        keep = kept.get(relative, [])
         if sha256(current) == record.original_sha256 and not keep:
             notify(f"{path}: already holds the original bytes (reinstalled?); dropping its record")
             del records[relative]

@@ -25,6 +25,7 @@ from .journal import execute
 from .lock import held
 
 if TYPE_CHECKING:
+    from .advice import Advice
     from .environment import InstalledDistribution
     from .manifest import ManifestStore
 
@@ -78,11 +79,12 @@ def _what(journal) -> str:
     return f"{journal.operation} of {', '.join(specs) if len(specs) <= 3 else f'{len(specs)} specs'}"
 
 
-def journal_note(store: ManifestStore, command: Callable[..., str]) -> str | None:
+def journal_note(store: ManifestStore, advice: Advice) -> str | None:
     """One line when a journal is in ``store``: an apply/revert is running in another process (it
     holds the lock: :func:`fp4patch.lock.held`), or was interrupted (with the commands that finish
-    and undo it, from ``command``: :meth:`fp4patch.engine.Engine.command`); or the journal's read
-    error. None when there is no journal. Reads only."""
+    and undo it, worded by ``advice``: :class:`fp4patch.advice.Advice`, the options the command was
+    given); or the journal's read error (``store``: :class:`~fp4patch.manifest.ManifestStore`). None when there
+    is no journal. Reads only (a journal that cannot be read is the line returned)."""
     journal_path = store.journal_path
     if not journal_path.exists():
         return None
@@ -94,6 +96,6 @@ def journal_note(store: ManifestStore, command: Callable[..., str]) -> str | Non
     if held(store.lock_path):
         return f"an fp4patch {what} is running in another process ({journal_path})"
     return (
-        f"an fp4patch {what} was interrupted ({journal_path}); run `{command('apply')}` to finish it "
-        f"and then `{command('revert')}` if you want it undone"
+        f"an fp4patch {what} was interrupted ({journal_path}); run `{advice.command('apply')}` to finish it "
+        f"and then `{advice.command('revert')}` if you want it undone"
     )

@@ -1,23 +1,25 @@
 """The state of one spec on the installed files, as plain data the CLI renders; reads only.
 
-:func:`check_spec` answers, in this order (the first that holds decides):
+The engine (:meth:`fp4patch.engine.Engine.report`) asks in this order; the first that answers decides:
 
-1. ``applied`` without parsing, when fp4patch's manifest records the spec in every target file and
-   each file still has the patched sha256 recorded when fp4patch wrote it (the fast path);
-2. ``obsolete``, when an ``[[obsolete-when]]`` condition of the spec holds on the installed files;
-3. ``not-targeted`` / ``drifted``, when the spec takes no target on this release or its code
-   changed from the evidence (:mod:`fp4patch.evidence`: the ``resolve`` callable given);
-4. else each target's operations checked structurally on the parsed file, combined
-   (:func:`combine`: any drift wins, then not applied), ``needs-check`` where the target still
-   waits for its CPU check.
+1. :func:`recorded_applied`: ``applied`` without parsing, when fp4patch's manifest records the spec in every
+   target file (:func:`recording`) and each file still has the patched sha256 recorded when fp4patch wrote it
+   (the fast path);
+2. :func:`obsolete_report`: ``obsolete``, when an ``[[obsolete-when]]`` condition of the spec holds on the
+   installed files;
+3. :func:`check_resolved`: ``not-targeted`` / ``drifted``, when the spec takes no target on this release or its
+   code changed from the evidence (the resolution given: :mod:`fp4patch.evidence`); else each target's
+   operations checked structurally on the parsed file, combined (:func:`combine`: any drift wins, then not
+   applied), ``needs-check`` where the target still waits for its CPU check.
 
-The state names are :mod:`fp4patch.states`'; ``--json`` prints :meth:`SpecReport.to_json`
+Each takes values (the spec, the installed files, the manifest, the spec's resolution) and returns a report or
+None; the engine resolves a spec only where a step needs its targets (a resolution reads files: the recorded
+verdict's key). The state names are :mod:`fp4patch.states`'; ``--json`` prints :meth:`SpecReport.to_json`
 (``docs/json-schema.json``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,7 @@ from .states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_T
 
 if TYPE_CHECKING:
     from .evidence import Basis, Resolution
+    from .manifest import Manifest
     from .sources import Sources
     from .spec import ObsoleteWhen, Spec, Target
 
@@ -95,49 +98,12 @@ class SpecReport:
         return ""
 
 
-def check_spec(spec: Spec, sources: Sources, resolve: Callable[[Spec], Resolution]) -> SpecReport:
-    """Check ``spec`` against the installed files of ``sources.dist`` (module docstring); reads only.
-
-    ``resolve`` gives the targets the spec takes on the installed release and why
-    (:meth:`fp4patch.engine.Engine.resolve`); it is called only when the manifest does not answer.
-
-    Raises:
-        DriftError: a target file is not valid Python.
-        FileSystemError: a target file cannot be read.
-    """
-    fast = _recorded_applied(spec, sources, resolve)
-    if fast is not None:
-        return fast
-    obsolete = _obsolete(spec, sources)
-    if obsolete:
-        return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
-    from .evidence import CHANGED
-
-    resolution = resolve(spec)
-    targets, basis = resolution.targets, resolution.basis
-    if not targets:
-        return SpecReport(spec, NOT_TARGETED, basis=basis)
-    if basis is not None and basis.kind == CHANGED:
-        reason = f"{sources.dist.version}: {basis.describe()}"
-        return SpecReport(spec, DRIFTED, [TargetReport(t.file, DRIFTED, reason=reason) for t in targets], basis)
-    reports = []
-    for target in targets:
-        if target.status:
-            reason = target.reason if basis is None or not basis.describe() else f"{target.reason} ({basis.describe()})"
-            reports.append(TargetReport("", target.status, reason=reason))
-            continue
-        reports.append(check_target(target, sources))
-    state = combine([r.state for r in reports])
-    if state == APPLICABLE and basis is not None and basis.kind == NEEDS_CHECK:
-        state = NEEDS_CHECK
-    return SpecReport(spec, state, reports, basis)
-
-
-def _recorded_applied(spec: Spec, sources: Sources, resolve: Callable[[Spec], Resolution]) -> SpecReport | None:
-    """Fast path: ``applied`` without parsing, when fp4patch's manifest (for this version)
-    records ``spec`` in every target file and each file's sha256 still equals the patched
-    hash recorded when fp4patch wrote it. Anything else (no manifest, another version, a
-    changed file) returns None and the files are checked structurally."""
+def recording(spec: Spec, sources: Sources) -> Manifest | None:
+    """fp4patch's manifest of ``sources.dist`` (``sources``: :class:`~fp4patch.sources.Sources`) when it was
+    written for the installed version and records ``spec`` (:class:`~fp4patch.spec.Spec`; then
+    :func:`recorded_applied` may answer); None otherwise, also when it cannot be read (a
+    :class:`~fp4patch.errors.FileSystemError` is not raised: the files are then checked structurally). Reads the
+    manifest only."""
     dist, store = sources.dist, sources.store
     try:
         manifest = store.load()
@@ -145,7 +111,24 @@ def _recorded_applied(spec: Spec, sources: Sources, resolve: Callable[[Spec], Re
         return None
     if manifest is None or manifest.version != str(dist.version) or spec.id not in manifest.specs:
         return None
-    resolution = resolve(spec)
+    return manifest
+
+
+def recorded_applied(spec: Spec, sources: Sources, manifest: Manifest, resolution: Resolution) -> SpecReport | None:
+    """Fast path: ``applied`` without parsing, when ``manifest`` records ``spec`` in every target file of
+    ``resolution`` and each file's sha256 still equals the patched hash recorded when fp4patch wrote it. Anything
+    else (a changed file, one the manifest does not name) returns None and the files are checked structurally.
+
+    Args:
+        spec (Spec): the spec.
+        sources (Sources): the installed files (each read noted in ``sources.inputs``).
+        manifest (Manifest): this version's record of ``spec`` (:func:`recording`).
+        resolution (Resolution): the targets ``spec`` takes here (:meth:`fp4patch.engine.Engine.resolve`).
+
+    Raises:
+        FileSystemError: a target file exists but cannot be read.
+    """
+    dist = sources.dist
     targets = resolution.targets
     reports = []
     for target in targets:
@@ -166,6 +149,21 @@ def _recorded_applied(spec: Spec, sources: Sources, resolve: Callable[[Spec], Re
     return SpecReport(spec, combine([r.state for r in reports]), reports, resolution.basis)
 
 
+def obsolete_report(spec: Spec, sources: Sources) -> SpecReport | None:
+    """``obsolete`` (step 2 of the module docstring) when an ``[[obsolete-when]]`` condition of ``spec``
+    (:class:`~fp4patch.spec.Spec`) holds on the installed files (``sources``: :class:`~fp4patch.sources.Sources`);
+    None otherwise. Reads the files the conditions name.
+
+    Raises:
+        DriftError: such a file is not valid Python.
+        FileSystemError: such a file cannot be read.
+    """
+    obsolete = _obsolete(spec, sources)
+    if obsolete is None:
+        return None
+    return SpecReport(spec, OBSOLETE, [TargetReport(obsolete.file, OBSOLETE, reason=obsolete.reason)])
+
+
 def _obsolete(spec: Spec, sources: Sources) -> ObsoleteWhen | None:
     """The first ``obsolete-when`` condition of ``spec`` that the installed files meet, or None."""
     from .operations.base import called_names, find_functions, import_aliases
@@ -183,6 +181,41 @@ def _obsolete(spec: Spec, sources: Sources) -> ObsoleteWhen | None:
             if set(condition.calls) <= called_names(function, aliases):
                 return condition
     return None
+
+
+def check_resolved(spec: Spec, sources: Sources, resolution: Resolution) -> SpecReport:
+    """Check ``spec`` against the installed files of ``sources.dist`` on the targets of ``resolution`` (step 3 of
+    the module docstring: after neither :func:`recorded_applied` nor :func:`obsolete_report` answered); reads only.
+
+    Args:
+        spec (Spec): the spec to check.
+        sources (Sources): the installed files, as this command reads them (each read noted in ``sources.inputs``).
+        resolution (Resolution): the targets ``spec`` takes on the installed release and why
+            (:meth:`fp4patch.engine.Engine.resolve`).
+
+    Raises:
+        DriftError: a target file is not valid Python.
+        FileSystemError: a target file cannot be read.
+    """
+    from .evidence import CHANGED
+
+    targets, basis = resolution.targets, resolution.basis
+    if not targets:
+        return SpecReport(spec, NOT_TARGETED, basis=basis)
+    if basis is not None and basis.kind == CHANGED:
+        reason = f"{sources.dist.version}: {basis.describe()}"
+        return SpecReport(spec, DRIFTED, [TargetReport(t.file, DRIFTED, reason=reason) for t in targets], basis)
+    reports = []
+    for target in targets:
+        if target.status:
+            reason = target.reason if basis is None or not basis.describe() else f"{target.reason} ({basis.describe()})"
+            reports.append(TargetReport("", target.status, reason=reason))
+            continue
+        reports.append(check_target(target, sources))
+    state = combine([r.state for r in reports])
+    if state == APPLICABLE and basis is not None and basis.kind == NEEDS_CHECK:
+        state = NEEDS_CHECK
+    return SpecReport(spec, state, reports, basis)
 
 
 def check_target(target: Target, sources: Sources) -> TargetReport:

@@ -8,14 +8,17 @@
   ``basis`` in the manifest names — where the evidence (:func:`fp4patch.evidence.resolve`) can no
   longer answer (the files hold the patched code, which no fingerprint of a release matches).
 - :func:`planned_targets`: the policy for a partly covered release, ``--skip`` and ``--strict``:
-  which reports ``apply`` and ``diff`` plan, which they leave out (:func:`left_out`) and which
-  they refuse, with the ``--skip`` command that leaves those out.
+  which reports ``apply`` and ``diff`` plan (:func:`takes_part`), which they leave out (:func:`left_out`)
+  and which they refuse, with the ``--skip`` command that leaves those out.
+
+Every function takes values — specs, reports, resolutions, the manifest, an :class:`~fp4patch.advice.Advice`
+that words the commands a message advises — and returns values or raises; none calls back into the engine.
 - :func:`removed_specs`: what ``revert --spec`` removes, refusing a spec that is not applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .errors import DriftError, FileSystemError, UsageError
@@ -23,6 +26,7 @@ from .install_record import other_install
 from .states import DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, UNSUPPORTED
 
 if TYPE_CHECKING:
+    from .advice import Advice
     from .environment import InstalledDistribution
     from .evidence import Resolution
     from .manifest import Manifest, ManifestStore
@@ -88,10 +92,16 @@ def check_conflicts(selected: list[Spec], present: set[str], where: str = "selec
                 raise UsageError(f"spec {spec.id!r} conflicts with {other!r} ({where}); choose one with --spec")
 
 
-def check_applied_conflicts(specs: list[Spec], known: list[Spec], manifest: Manifest | None, command: Callable[..., str]) -> None:
+def check_applied_conflicts(specs: list[Spec], known: list[Spec], manifest: Manifest | None, advice: Advice) -> None:
     """Refuse applying ``specs`` next to a spec the ``manifest`` records as applied that conflicts
-    with one of them (either side may declare it; ``known``: every spec of the distribution).
-    ``command`` builds the ``revert`` the message advises (:meth:`fp4patch.engine.Engine.command`).
+    with one of them (either side may declare it).
+
+    Args:
+        specs (list[Spec]): the specs to apply.
+        known (list[Spec]): every spec of the distribution.
+        manifest (Manifest | None): this install's record (None: nothing applied).
+        advice (Advice): words the ``revert`` the message advises (:class:`fp4patch.advice.Advice`: the options
+            the command was given).
 
     Raises:
         UsageError: a conflict with an applied spec.
@@ -102,10 +112,10 @@ def check_applied_conflicts(specs: list[Spec], known: list[Spec], manifest: Mani
     requested = {s.id for s in specs}
     for spec in specs:
         for other in set(spec.conflicts) & set(manifest.specs):
-            raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{command('revert', '--spec', other)}` first")
+            raise UsageError(f"spec {spec.id!r} conflicts with {other!r}, which is applied; run `{advice.command('revert', '--spec', other)}` first")
     for spec in applied:
         for other in set(spec.conflicts) & requested:
-            raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{command('revert', '--spec', spec.id)}` first")
+            raise UsageError(f"spec {other!r} conflicts with {spec.id!r}, which is applied; run `{advice.command('revert', '--spec', spec.id)}` first")
 
 
 def recorded_resolution(spec: Spec, store: ManifestStore, dist: InstalledDistribution) -> Resolution | None:
@@ -149,34 +159,51 @@ def left_out(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
     return report.state == UNSUPPORTED and report.spec.id not in required
 
 
+def takes_part(report: SpecReport, required: frozenset[str] | set[str]) -> bool:
+    """Whether the spec of ``report`` (:class:`~fp4patch.report.SpecReport`) takes part in a plan
+    (:func:`planned_targets`): not ``obsolete`` or ``not-needed`` (nothing to do) and not :func:`left_out`
+    (``required``: the spec ids that must apply). Its resolution is needed only then. Never raises."""
+    return report.state not in (OBSOLETE, NOT_NEEDED) and not left_out(report, required)
+
+
 def planned_targets(
     specs: list[Spec],
-    report: Callable[[Spec], SpecReport],
-    resolve: Callable[[Spec], Resolution],
+    reports: Mapping[str, SpecReport],
+    resolutions: Mapping[str, Resolution],
     required: frozenset[str] | set[str],
     unchecked: bool,
     dist: InstalledDistribution,
-    command: Callable[..., str],
+    advice: Advice,
 ) -> dict[str, list[tuple[Spec, Target]]]:
     """Site-packages-relative file → the ``(spec, target)`` pairs that patch it, for every spec of
-    ``specs`` that takes part: not ``obsolete`` or ``not-needed`` (nothing to do), not
-    :func:`left_out`. ``report`` and ``resolve`` are the engine's (:meth:`fp4patch.engine.Engine.report`,
-    :meth:`~fp4patch.engine.Engine.resolve`). ``unchecked``: a ``needs-check`` spec takes part as if
-    its CPU check had passed (``diff``); else it is refused like drift.
+    ``specs`` that :func:`takes_part`. ``unchecked``: a ``needs-check`` spec takes part as if its CPU
+    check had passed (``diff``); else it is refused like drift.
+
+    Args:
+        specs (list[Spec]): the selected specs, in order.
+        reports (Mapping[str, SpecReport]): spec id -> its report on the installed files
+            (:meth:`fp4patch.engine.Engine.report`), for every spec of ``specs``.
+        resolutions (Mapping[str, Resolution]): spec id -> the targets it takes here
+            (:meth:`fp4patch.engine.Engine.resolve`), for every spec of ``specs`` that :func:`takes_part`
+            (others may be missing).
+        required (frozenset[str] | set[str]): the spec ids that must apply even where declared ``unsupported``
+            (``--spec``, ``--strict``).
+        unchecked (bool): plan ``needs-check`` specs (``diff``) instead of refusing them.
+        dist (InstalledDistribution): the installed distribution (named in the message).
+        advice (Advice): words the ``--skip`` commands the message advises (:class:`fp4patch.advice.Advice`).
 
     Raises:
         DriftError: a spec is drifted, not targeted at this version, needs a CPU check, or is
             required but unsupported; nothing is written. The message names each, and the
-            ``--skip`` command (from ``command``) that leaves them out.
+            ``--skip`` command that leaves them out.
+        KeyError: a spec of ``specs`` without its report, or one that takes part without its resolution.
     """
     problems, skippable, changed = [], [], False
     by_file: dict[str, list[tuple[Spec, Target]]] = {}
     for spec in specs:
-        state = report(spec)
-        if state.state in (OBSOLETE, NOT_NEEDED):
-            continue
-        if left_out(state, required):
-            continue  # left out: listed with its reason by apply and verify
+        state = reports[spec.id]
+        if not takes_part(state, required):
+            continue  # nothing to do, or left out: listed with its reason by apply and verify
         if state.state in (DRIFTED, UNSUPPORTED) or (state.state == NEEDS_CHECK and not unchecked):
             problems.append(f"{spec.id}: {state.state}: {state.detail}")
             skippable.append(spec.id)
@@ -184,17 +211,17 @@ def planned_targets(
         elif state.state == NOT_TARGETED:
             problems.append(f"{spec.id}: no target for {dist.name} {dist.version}")
             skippable.append(spec.id)
-        for target in resolve(spec).targets:
+        for target in resolutions[spec.id].targets:
             if not target.status:
                 by_file.setdefault(target.file, []).append((spec, target))
     if problems:
         words = [w for i in skippable for w in ("--skip", i)]
-        skip = command("apply", *words)
+        skip = advice.command("apply", *words)
         raise DriftError(
             f"{dist.name} {dist.version}: " + "; ".join(problems)
-            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out, and `{command('verify', *words)}` "
+            + f" — nothing written; `{skip}` leaves {'it' if len(skippable) == 1 else 'them'} out, and `{advice.command('verify', *words)}` "
             + "checks the rest"
-            + (f" (`{command('verify', '--show-changes')}` shows what changed)" if changed else "")
+            + (f" (`{advice.command('verify', '--show-changes')}` shows what changed)" if changed else "")
         )
     return by_file
 

@@ -10,6 +10,8 @@ step the replay carries on that evidence), 0.6.17 → 0.6.18 moves the FP4 routi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fp4patch.fingerprint import MISSING, ModuleReader, native_files
@@ -172,12 +174,12 @@ def test_launcher_evidence_stands_only_for_unseen_outputs_made_by_unchanged_code
     result = fake_check.FakeCheckResult(ok=False, cases=seen + 12, compared=seen + 12, not_visible=unseen, fake_raised=list(fake_raised))
     monkeypatch.setattr(fake_check, "run_fake_check", lambda env, site, requests: {"trtllm_fp4_block_scale_moe": result})
 
-    class Engine:
-        def resolve(self, s):
-            return Resolution([target], basis)
+    class Installed:  # the launcher's sources are there (a missing one is another refusal)
+        def locate(self, relative: str) -> Path:
+            return Path(__file__)
 
     launcher: dict = {}
-    problems = cpu_check._fake_problems(Engine(), [spec], None, None, launcher)[spec.id]
+    problems = cpu_check._fake_problems([spec], {spec.id: Resolution([target], basis)}, Installed(), None, None, launcher)[spec.id]
     if expected == "launcher":
         assert problems == [] and launcher[spec.id] == cpu_check.unseen_pieces(target) and FP4_PIECES[0] in launcher[spec.id]
     else:
