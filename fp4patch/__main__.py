@@ -1,5 +1,5 @@
 """``python -m fp4patch``."""
 
-from .entry import main
+from .cli.entry import main
 
 main()

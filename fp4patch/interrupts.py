@@ -3,7 +3,7 @@
 ``apply`` and ``revert`` write through a journal (:mod:`fp4patch.manifest`): once the journal is on
 disk, a killed run is finished by the next one. An interrupt that arrives while the journal is
 being carried out is held until every file of it is written (:func:`held`), then raised; the
-command line (:mod:`fp4patch.cli`, :mod:`fp4patch.entry`) turns it into one line saying what state
+command line (:mod:`fp4patch.cli`, :mod:`fp4patch.cli.entry`) turns it into one line saying what state
 the files are in (:func:`message`) and exit status 128 + the signal's number, as shells report it:
 130 for SIGINT, 143 for SIGTERM.
 

@@ -210,7 +210,7 @@ def declare_not_needed(results: list[dict[str, Any]], version: Any, specs: list 
     ``e2m1_and_ufp8sf_scale_to_float`` is one: a host op (a CPU output, a device sync) that fp4patch does not
     patch (``patches/flashinfer-python/e2m1-and-ufp8sf-scale-to-float-fullgraph.toml``). ``specs``: the loaded
     specs (:func:`fp4patch.spec.load_specs` of the built-in ones when None). The summary counts these apart
-    (:func:`fp4patch.render.scan_summary`).
+    (:func:`fp4patch.cli.render.text.scan_summary`).
     """
     from .spec import load_specs
 
@@ -240,7 +240,7 @@ def leave_out(results: list[dict[str, Any]], skip: list[str] | None) -> list[dic
     (``spec``) is left out with ``--skip`` reported as ``left-out``: ``scanned`` keeps what the scan saw,
     ``declared`` says ``left out with --skip <id>``. One that compiles all the same (another spec's op carries the
     call) stays ``compiles``; one the installed release lacks stays ``not-present``. The summary counts them
-    apart (:func:`fp4patch.render.scan_summary`)."""
+    apart (:func:`fp4patch.cli.render.text.scan_summary`)."""
     skipped = set(skip or ())
     out = []
     for r in results:

@@ -20,7 +20,7 @@ a wrong answer from fp4patch's own logic. Only records whose every spec is accep
 (satisfied, or a default spec declared unsupported on this release: :func:`fp4patch.states.accepted`).
 
 This module imports no typer, libcst or spec loader: the command-line fast path
-(:mod:`fp4patch.entry`) runs it before them.
+(:mod:`fp4patch.cli.entry`) runs it before them.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def record(
 
     ``status``: what a plain ``status`` prints, computed now with the same reads (``reports`` of every known spec,
     the ``recorded`` spec ids of the manifest, whether the catalog ``listed`` the release): a plain ``apply`` records
-    it, so that ``status`` answers from the verdict too (:mod:`fp4patch.entry`).
+    it, so that ``status`` answers from the verdict too (:mod:`fp4patch.cli.entry`).
     """
     if not reports or not all(accepted(r["state"], request.required) for r in reports) or interrupted():
         remove(dist.site_packages, dist.name)

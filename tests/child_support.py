@@ -1,9 +1,22 @@
-"""Set-up shared by the engine child scripts (``tests/engine_sglang_child.py``, ``tests/engine_vllm_child.py``).
+"""Set-up shared by the child scripts (``tests/*_child.py``), each run in a fresh interpreter.
 
-Loaded by path in a fresh interpreter (like ``fp4patch/scan_probe.py``, which it uses for the device stubs and the
-graph helpers); it needs the standard library and torch, not fp4patch. An engine (SGLang, vLLM) is installed from
-the registry without its dependencies (``tests/conftest.py: engine_site``), so it imports packages a CPU test
-interpreter lacks. What this module provides, in the order a child uses it:
+The engine children (``tests/engine_sglang_child.py``, ``tests/engine_vllm_child.py``) load it by path (the path
+their test passes); the others import it as ``child_support`` (a script's folder is first on ``sys.path``). It needs
+the standard library and torch (passed in: it imports no torch itself), not fp4patch; ``fp4patch/scan_probe.py``,
+loaded by path, gives the device stubs and the graph helpers. For every child:
+
+* :func:`emit`: the one result line (a mark, then JSON) that ``tests/python_forkserver.py: child_json`` reads back;
+* :func:`stubbed_trace_probe`: the scan probe's device stubs (an SM100 device on CPU), installed before FlashInfer is
+  imported, and the trace probe's graph helpers;
+* :func:`tensor_maker`, :func:`layout`, :func:`error_line`: empty tensors on the fake ``cuda`` device or ``meta``,
+  a tensor's ``[shape, stride, dtype]`` with symbolic sizes, an exception's first line;
+* :class:`Compiles`: one ``torch.compile``'s FX graphs, recorded by its backends (run as traced, or under a
+  ``FakeTensorMode`` so that an op's fake stands in for its kernel, or through AOTAutograd first), and what Dynamo
+  counted (graph breaks, frames).
+
+An engine (SGLang, vLLM) is installed from the registry without its dependencies (``tests/conftest.py:
+engine_site``), so it imports packages a CPU test interpreter lacks. What this module provides for the engine
+children, in the order a child uses it:
 
 * :func:`prepare_torch`: the scan probe's device stubs (an SM100 device on CPU), then the parts of torch that look
   for optional packages at import (Dynamo, the Inductor wrapper ``torch.compile`` builds, ``has_triton()``), loaded
@@ -28,6 +41,7 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 import traceback
@@ -42,6 +56,101 @@ def load_by_path(path, name):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# --------------------------------------------------------------------------- #
+# Every child: its result line, device stubs, tensors, compiles
+# --------------------------------------------------------------------------- #
+def emit(mark, payload):
+    """Print the child's result: one line, ``mark`` then ``payload`` as JSON (``child_json`` reads the last one)."""
+    print(mark + json.dumps(payload))
+
+
+def stubbed_trace_probe(torch, scan_probe_path, name):
+    """Load ``fp4patch/scan_probe.py`` (``scan_probe_path``) as ``name``, install its device stubs (an SM100 device on
+    CPU: import FlashInfer after this) and return its trace probe (``_custom_op_nodes`` of a graph, ...)."""
+    scan_probe = load_by_path(scan_probe_path, name)
+    scan_probe.install_device_stubs(torch)
+    return scan_probe._trace_probe()
+
+
+def tensor_maker(torch, device):
+    """``new(shape, dtype)``: an empty tensor on ``device``: ``"cuda"`` (a fake CUDA tensor inside a ``FakeTensorMode``,
+    with the device stubs) or ``"meta"`` (Dynamo then makes its own ShapeEnv for it, as for real inputs)."""
+    return lambda shape, dtype: torch.empty(shape, dtype=dtype, device=device)
+
+
+def layout(t):
+    """``[shape, stride, dtype]`` of tensor ``t``, each symbolic size as ``"sym:<expression>"``."""
+
+    def dim(d):
+        return d if isinstance(d, int) else f"sym:{d}"
+
+    return [[dim(d) for d in t.shape], [dim(s) for s in t.stride()], str(t.dtype)]
+
+
+def error_line(exc):
+    """``Class: first line of the message`` of exception ``exc``."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+class Compiles:
+    """The FX graphs of one ``torch.compile``, recorded by the backends below; made after ``torch._dynamo.reset()``,
+    with Dynamo's counters cleared, so that :meth:`breaks` and :meth:`frames` count this compile only."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.graphs = []
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+
+    def record(self, gm, example_inputs):
+        """Backend: record the graph; it runs as traced."""
+        self.graphs.append(gm)
+        return gm.forward
+
+    def under_fake(self, fn):
+        """``fn`` run under a ``FakeTensorMode`` with a ShapeEnv of its own: an op's fake in place of its kernel."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        def run(*args):
+            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
+                return fn(*args)
+
+        return run
+
+    def fake(self, gm, example_inputs):
+        """Backend: record the graph; it runs under :meth:`under_fake` (the outputs' shapes for each call's sizes)."""
+        self.graphs.append(gm)
+        return self.under_fake(gm)
+
+    def aot(self, gm, example_inputs):
+        """Backend: record Dynamo's graph, then take it through AOTAutograd (which functionalizes an op's mutations,
+        as Inductor does); its forward runs under :meth:`under_fake`."""
+        from torch._dynamo.backends.common import aot_autograd
+
+        self.graphs.append(gm)
+        return aot_autograd(fw_compiler=lambda fw, fw_inputs: self.under_fake(fw))(gm, example_inputs)
+
+    def breaks(self):
+        """Graph breaks Dynamo counted."""
+        return sum(self.torch._dynamo.utils.counters["graph_break"].values())
+
+    def frames(self):
+        """Frames Dynamo compiled."""
+        return self.torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+    def ops(self, probe):
+        """The custom-op nodes of every graph, in order (``probe``: the trace probe, :func:`stubbed_trace_probe`)."""
+        return [n for gm in self.graphs for n in probe._custom_op_nodes(gm)]
+
+    def inputs(self):
+        """The tensor inputs of the first graph: ``(placeholder name, example tensor)`` pairs, in order."""
+        if not self.graphs:
+            return []
+        return [(n.name, n.meta["example_value"]) for n in self.graphs[0].graph.nodes
+                if n.op == "placeholder" and isinstance(n.meta.get("example_value"), self.torch.Tensor)]
 
 
 def prepare_torch(torch, scan_probe_path):

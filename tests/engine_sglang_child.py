@@ -110,8 +110,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def t(shape, dtype):
-    return torch.empty(shape, dtype=dtype, device="cuda")
+t = support.tensor_maker(torch, "cuda")  # t(shape, dtype): a fake CUDA tensor of fake_mode
 
 
 def param(value):
@@ -255,4 +254,4 @@ try:
     cute_dsl = bool(is_cute_dsl_available())
 except ImportError:
     cute_dsl = False
-print(MARK + json.dumps({"torch": torch.__version__, "cases": cases, "stand_ins": stand_ins.missing(), "unneeded_stand_ins": stand_ins.unneeded(), "cute_dsl": cute_dsl}))
+support.emit(MARK, {"torch": torch.__version__, "cases": cases, "stand_ins": stand_ins.missing(), "unneeded_stand_ins": stand_ins.unneeded(), "cute_dsl": cute_dsl})

@@ -111,8 +111,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def t(shape, dtype):
-    return torch.empty(shape, dtype=dtype, device="cuda")
+t = support.tensor_maker(torch, "cuda")  # t(shape, dtype): a fake CUDA tensor of fake_mode
 
 
 with support.cuda_reported(torch):
@@ -162,7 +161,7 @@ for name, (fn, args) in CASES.items():
         continue
     cases[name] = support.trace(fn, args, torch=torch, probe=probe, fake_mode=fake_mode, flashinfer_dir=flashinfer_dir,
                                 engine_dir=engine_dir, stand_ins=stand_ins)
-print(MARK + json.dumps({
+support.emit(MARK, {
     "torch": torch.__version__, "cases": cases, "stand_ins": stand_ins.missing(), "unneeded_stand_ins": stand_ins.unneeded(),
     "platform": type(vllm.platforms._current_platform).__name__, "moe_forward_selected": str(moe_forward),
-}))
+})

@@ -45,6 +45,7 @@ import json
 import sys
 import traceback
 
+import child_support as support  # tests/child_support.py (this script's folder is first on sys.path)
 import torch
 from packaging.version import Version
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -56,17 +57,9 @@ VERSION = Version(P["version"])
 TRACE = P.get("mode") in ("trace", "dynamic")  # both run the installed public functions with the trace stand-ins
 
 
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-probe = _load(P["probe"], "_fp4patch_fake_check_probe")
+probe = support.load_by_path(P["probe"], "_fp4patch_fake_check_probe")
 ko = probe.load_by_path(P["oracle"], "_fp4patch_oracle")
-moe = _load(P["moe"], "_fp4patch_grid_moe_helpers")
+moe = support.load_by_path(P["moe"], "_fp4patch_grid_moe_helpers")
 CASE = {}  # the keyword arguments of the wrapper call under way (read by the launcher model)
 RESULT = {"kernel_calls": 0}
 
@@ -259,12 +252,6 @@ def load_rendered(function, block):
     return namespace[f"_fp4patch_{function}_entry"]
 
 
-def meta(t):
-    shape = [d if isinstance(d, int) else "sym:" + str(d) for d in t.shape]
-    stride = [d if isinstance(d, int) else "sym:" + str(d) for d in t.stride()]
-    return [shape, stride, str(t.dtype)]
-
-
 def _error(e):
     return [type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""]
 
@@ -304,7 +291,7 @@ def run_symbolic(function, cases, entry):
 
                         m = env.create_symintnode(env.create_symbol(8, source=ConstantSource("M")), hint=8, source=ConstantSource("M"))
                     res = entry(**call_kwargs(function, c, m=m))
-                    rec["fake"] = [meta(t) for t in outputs(res)]
+                    rec["fake"] = [support.layout(t) for t in outputs(res)]
                     rec["guards"] = [str(g.expr) for g in env.guards]
             except Exception as e:  # noqa: BLE001
                 rec["error"] = _error(e)
@@ -362,7 +349,7 @@ def run_trace(c, m2):
                         if name in TOKEN_DIM and isinstance(x, torch.Tensor):
                             torch._dynamo.mark_dynamic(x, _token_dim(name, x))
                 out = compiled(kw, 1 << max(m - 1, 0).bit_length())
-                calls.append([meta(t) for t in outputs(out)])
+                calls.append([support.layout(t) for t in outputs(out)])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
         rec["error"] = _error(e)
@@ -383,40 +370,17 @@ def run_dynamic(c, kind, token_counts, capture):
     metadata (symbolic), each call's outputs, or the error (class and first line)."""
     import contextlib
 
-    from fp4patch.trace_probe import _custom_op_nodes
+    from fp4patch import trace_probe
 
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-
-        def run(*args):  # the outputs' shapes for these sizes, from the op's fake (the kernel never runs)
-            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
-                return gm(*args)
-
-        return run
-
-    def aot(gm, example_inputs):  # Dynamo's graph through AOTAutograd (functionalization), as Inductor takes it
-        from torch._dynamo.backends.common import aot_autograd
-
-        graphs.append(gm)
-
-        def forward(fw, fw_inputs):
-            def run(*args):
-                with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
-                    return fw(*args)
-
-            return run
-
-        return aot_autograd(fw_compiler=forward)(gm, example_inputs)
+    # the outputs' shapes for these sizes come from the op's fake (the kernel never runs); "aot": Dynamo's graph
+    # through AOTAutograd (functionalization), as Inductor takes it
+    compiles = support.Compiles(torch)
 
     def f(kw):
         return WRAPPER(**kw)
 
     rec = {"case": c, "kind": kind, "token_counts": token_counts, "capture": capture}
-    compiled = torch.compile(f, fullgraph=True, backend=aot if kind == "aot" else backend)
+    compiled = torch.compile(f, fullgraph=True, backend=compiles.aot if kind == "aot" else compiles.fake)
     cuda_tensor = ko.cuda_tensor
     ko.cuda_tensor = lambda shape, dtype, stride=None: torch.empty_strided(
         shape, stride if stride is not None else torch.empty(shape, device="meta").stride(), dtype=dtype, device="meta")
@@ -435,21 +399,20 @@ def run_dynamic(c, kind, token_counts, capture):
                                 torch._dynamo.decorators.mark_unbacked(x, _token_dim(name, x))
                             else:
                                 torch._dynamo.mark_dynamic(x, _token_dim(name, x))
-                calls.append([meta(t) for t in outputs(compiled(kw))])
+                calls.append([support.layout(t) for t in outputs(compiled(kw))])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
         rec["error"] = _error(e)
         rec["tb"] = traceback.format_exc()[-3000:]
     finally:
         ko.cuda_tensor = cuda_tensor
-    rec["graphs"] = len(graphs)
-    rec["frames"] = torch._dynamo.utils.counters["stats"]["unique_graphs"]  # frames Dynamo compiled
-    rec["ops"] = [n for gm in graphs for n in _custom_op_nodes(gm)]
-    if graphs:  # the traced graph: its tensor inputs and what the op node returns (symbolic sizes)
-        nodes = list(graphs[0].graph.nodes)
-        rec["inputs"] = {n.name: meta(n.meta["example_value"]) for n in nodes
-                         if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)}
-        rec["op_outputs"] = [meta(t) for n in nodes if n.op == "call_function" and str(n.target).startswith("fp4patch.")
+    rec["graphs"] = len(compiles.graphs)
+    rec["frames"] = compiles.frames()
+    rec["ops"] = compiles.ops(trace_probe)
+    if compiles.graphs:  # the traced graph: its tensor inputs and what the op node returns (symbolic sizes)
+        nodes = list(compiles.graphs[0].graph.nodes)
+        rec["inputs"] = {name: support.layout(t) for name, t in compiles.inputs()}
+        rec["op_outputs"] = [support.layout(t) for n in nodes if n.op == "call_function" and str(n.target).startswith("fp4patch.")
                              for t in torch.utils._pytree.tree_leaves(n.meta["example_value"]) if isinstance(t, torch.Tensor)]
     return rec
 
@@ -474,7 +437,7 @@ def run_eager(c):
             CASE.clear()
             CASE.update(kw)
             out = WRAPPER(**kw)
-        return {"outputs": [meta(t) for t in outputs(out)], "kernel": RESULT["kernel_calls"] - before, "entry_calls": len(entry_calls)}
+        return {"outputs": [support.layout(t) for t in outputs(out)], "kernel": RESULT["kernel_calls"] - before, "entry_calls": len(entry_calls)}
     finally:
         if real_entry is not None:
             setattr(mod, name, real_entry)
@@ -567,7 +530,7 @@ if P.get("mode") == "dynamic":
     for FUNCTION, SPEC in P["functions"].items():
         WRAPPER = getattr(mod, FUNCTION)
         RESULT[FUNCTION] = [run_dynamic(r["case"], r["kind"], r["token_counts"], r["capture"]) for r in SPEC["runs"]]
-    print(MARK + json.dumps(RESULT))
+    support.emit(MARK, RESULT)
     sys.exit(0)
 
 if TRACE:
@@ -580,7 +543,7 @@ if TRACE:
         if OP_NAME:
             res["forwarding"] = run_forwarding()
         RESULT[FUNCTION] = res
-    print(MARK + json.dumps(RESULT))
+    support.emit(MARK, RESULT)
     sys.exit(0)
 
 # one recorder for all: the get_*_module loaders are functools.cache'd; the trtllm kernel returns the model's outputs
@@ -599,4 +562,4 @@ with ko.device_stubs(), ko.jit_modules_replaced(RECORDER):
             "grid": run_grid(FUNCTION, SPEC["request"], entry),
             "symbolic": run_symbolic(FUNCTION, SPEC["symbolic_cases"], entry),
         }
-print(MARK + json.dumps(RESULT))
+support.emit(MARK, RESULT)

@@ -22,31 +22,19 @@ device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU):
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import sys
 import traceback
 
+import child_support as support  # tests/child_support.py (this script's folder is first on sys.path)
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 MARK = "FP4PATCH-NORM-RESULT "
 P = json.loads(sys.argv[1])
 H = P["hidden"]
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scan_probe = _load(P["scan_probe"], "_norm_scan_probe")
-scan_probe.install_device_stubs(torch)
-probe = scan_probe._trace_probe()
+probe = support.stubbed_trace_probe(torch, P["scan_probe"], "_norm_scan_probe")
 
 import flashinfer  # after the device stubs
 
@@ -75,90 +63,50 @@ def caller(function, scale):
     return f
 
 
-def meta(t):
-    def dim(d):
-        return d if isinstance(d, int) else f"sym:{d}"
-
-    return [[dim(d) for d in t.shape], [dim(s) for s in t.stride()], str(t.dtype)]
-
-
-def _error(e):
-    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-
-
 def run_graph(function, scale):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
+    compiles = support.Compiles(torch)
     rec = {"function": function, "scale": scale}
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            kw = make(function, 8, lambda shape, dtype: torch.empty(shape, dtype=dtype, device="cuda"), scale)
-            result = torch.compile(caller(function, scale), fullgraph=True, backend=record, dynamic=False)(kw)
+            kw = make(function, 8, support.tensor_maker(torch, "cuda"), scale)
+            result = torch.compile(caller(function, scale), fullgraph=True, backend=compiles.record, dynamic=False)(kw)
         names = [n for n in TOKEN_ARGS[function] if n != "input"]
         rec["returned_callers"] = [r is kw[n] for r, n in zip(result, names)]
-        rec["outputs"] = [meta(r) for r in result]
+        rec["outputs"] = [support.layout(r) for r in result]
     except Exception as e:  # noqa: BLE001
-        rec["error"] = _error(e)
+        rec["error"] = support.error_line(e)
         rec["tb"] = traceback.format_exc()[-3000:]
-    rec["graphs"] = len(graphs)
-    rec["breaks"] = sum(torch._dynamo.utils.counters["graph_break"].values())
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
+    rec["graphs"] = len(compiles.graphs)
+    rec["breaks"] = compiles.breaks()
+    rec["ops"] = compiles.ops(probe)
     return rec
 
 
 def run_dynamic(function, kind, token_counts):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def under_fake(fn):
-        def run(*args):  # the op's fake in place of the kernel
-            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
-                return fn(*args)
-
-        return run
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return under_fake(gm)
-
-    def aot(gm, example_inputs):
-        from torch._dynamo.backends.common import aot_autograd
-
-        graphs.append(gm)
-        return aot_autograd(fw_compiler=lambda fw, fw_inputs: under_fake(fw))(gm, example_inputs)
-
+    compiles = support.Compiles(torch)
     rec = {"function": function, "kind": kind, "token_counts": token_counts}
-    compiled = torch.compile(caller(function, "tensor"), fullgraph=True, backend=aot if kind == "aot" else backend)
+    compiled = torch.compile(caller(function, "tensor"), fullgraph=True, backend=compiles.aot if kind == "aot" else compiles.fake)
     oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) if kind == "oblivious" else contextlib.nullcontext()
     try:
         calls = []
         with oblivious:
             for m in token_counts:
-                kw = make(function, m, lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta"))
+                kw = make(function, m, support.tensor_maker(torch, "meta"))
                 for name in TOKEN_ARGS[function]:
                     if kind == "unbacked":
                         torch._dynamo.decorators.mark_unbacked(kw[name], 0)
                     else:
                         torch._dynamo.mark_dynamic(kw[name], 0)
-                calls.append([meta(t) for t in compiled(kw)])
+                calls.append([support.layout(t) for t in compiled(kw)])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
-        rec["error"] = _error(e)
+        rec["error"] = support.error_line(e)
         rec["tb"] = traceback.format_exc()[-3000:]
-    rec["graphs"] = len(graphs)
-    rec["frames"] = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
-    if graphs:
-        nodes = list(graphs[0].graph.nodes)
-        rec["inputs"] = {n.name: meta(n.meta["example_value"]) for n in nodes
-                         if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)}
+    rec["graphs"] = len(compiles.graphs)
+    rec["frames"] = compiles.frames()
+    rec["ops"] = compiles.ops(probe)
+    if compiles.graphs:
+        rec["inputs"] = {name: support.layout(t) for name, t in compiles.inputs()}
     return rec
 
 
@@ -168,4 +116,4 @@ for function in TOKEN_ARGS:
         out["graph"].append(run_graph(function, scale))
     for kind, counts in P["runs"].items():
         out["dynamic"].append(run_dynamic(function, kind, counts))
-print(MARK + json.dumps(out))
+support.emit(MARK, out)

@@ -20,31 +20,19 @@ With the scan's device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import traceback
 
+import child_support as support  # tests/child_support.py (this script's folder is first on sys.path)
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 MARK = "FP4PATCH-NVFP4-RESULT "
 P = json.loads(sys.argv[1])
 K = P["hidden"]
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scan_probe = _load(P["scan_probe"], "_nvfp4_scan_probe")
-scan_probe.install_device_stubs(torch)
-probe = scan_probe._trace_probe()
+probe = support.stubbed_trace_probe(torch, P["scan_probe"], "_nvfp4_scan_probe")
 
 import flashinfer  # after the device stubs
 from flashinfer import SfLayout
@@ -64,61 +52,31 @@ def caller(kwargs, new):
     return f, new((1,), torch.float32)
 
 
-def meta(t):
-    def dim(d):
-        return d if isinstance(d, int) else f"sym:{d}"
-
-    return [[dim(d) for d in t.shape], [dim(s) for s in t.stride()], str(t.dtype)]
-
-
-def _error(e):
-    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-
-
 def run_graph(name, kwargs):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
+    compiles = support.Compiles(torch)
     rec = {"name": name}
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="cuda")
+            new = support.tensor_maker(torch, "cuda")
             f, s = caller(kwargs, new)
-            result = torch.compile(f, fullgraph=True, backend=record, dynamic=False)(new((8, K), torch.bfloat16), s)
-        rec["outputs"] = [meta(r) for r in result]
+            result = torch.compile(f, fullgraph=True, backend=compiles.record, dynamic=False)(new((8, K), torch.bfloat16), s)
+        rec["outputs"] = [support.layout(r) for r in result]
     except Exception as e:  # noqa: BLE001
-        rec["error"] = _error(e)
+        rec["error"] = support.error_line(e)
         rec["text"] = str(e)[:4000]
         rec["tb"] = traceback.format_exc()[-2000:]
-    rec["graphs"] = len(graphs)
-    rec["breaks"] = sum(torch._dynamo.utils.counters["graph_break"].values())
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
+    rec["graphs"] = len(compiles.graphs)
+    rec["breaks"] = compiles.breaks()
+    rec["ops"] = compiles.ops(probe)
     return rec
 
 
 def run_dynamic(kind, kwargs, token_counts):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-
-        def run(*args):  # the op's fake in place of the kernel
-            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
-                return gm(*args)
-
-        return run
-
+    compiles = support.Compiles(torch)
     rec = {"kind": kind, "token_counts": token_counts}
-    new = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
+    new = support.tensor_maker(torch, "meta")
     f, s = caller(kwargs, new)
-    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    compiled = torch.compile(f, fullgraph=True, backend=compiles.fake)
     try:
         calls = []
         for m in token_counts:
@@ -127,22 +85,20 @@ def run_dynamic(kind, kwargs, token_counts):
                 torch._dynamo.decorators.mark_unbacked(h, 0)
             else:
                 torch._dynamo.mark_dynamic(h, 0)
-            calls.append([meta(t) for t in compiled(h, s)])
+            calls.append([support.layout(t) for t in compiled(h, s)])
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
-        rec["error"] = _error(e)
+        rec["error"] = support.error_line(e)
         rec["tb"] = traceback.format_exc()[-3000:]
-    rec["graphs"] = len(graphs)
-    rec["frames"] = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
-    if graphs:
-        nodes = list(graphs[0].graph.nodes)
-        rec["inputs"] = [meta(n.meta["example_value"]) for n in nodes
-                         if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)]
+    rec["graphs"] = len(compiles.graphs)
+    rec["frames"] = compiles.frames()
+    rec["ops"] = compiles.ops(probe)
+    if compiles.graphs:
+        rec["inputs"] = [support.layout(t) for _, t in compiles.inputs()]
     return rec
 
 
 out = {"graph": [run_graph(n, kw) for n, kw in P["calls"].items()],
        "refusals": [run_graph(n, kw) for n, kw in P["refusals"].items()],
        "dynamic": [run_dynamic(kind, r["call"], r["token_counts"]) for kind, r in P["runs"].items()]}
-print(MARK + json.dumps(out))
+support.emit(MARK, out)

@@ -243,7 +243,7 @@ def test_against_with_an_unusable_download_cache_is_one_line_naming_the_variable
             "import pathlib, sys\n"
             "def no_home(): raise RuntimeError('Could not determine home directory.')\n"
             "pathlib.Path.home = staticmethod(no_home)\n"
-            "from fp4patch.entry import main\n"
+            "from fp4patch.cli.entry import main\n"
             "sys.argv = ['fp4patch', 'verify', '--against', 'flashinfer-python==0.7.4']\n"
             "main()\n"
         )

@@ -165,7 +165,7 @@ def test_a_function_moved_with_the_same_code_is_applied_where_it_is_defined_now(
 
 
 def test_scan_leaves_out_what_skip_names_and_counts_it_apart() -> None:
-    from fp4patch.render import scan_detail, scan_summary
+    from fp4patch.cli.render import scan_detail, scan_summary
     from fp4patch.trace import leave_out
 
     results = [

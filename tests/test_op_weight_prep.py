@@ -30,9 +30,9 @@ import re
 
 import pytest
 
+from fp4patch.cli.render import scan_summary
 from fp4patch.environment import from_site_packages
 from fp4patch.fake_check import run_fake_check
-from fp4patch.render import scan_summary
 from fp4patch.scan_probe import describe
 from fp4patch.trace import declare_not_needed
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fp4patch.cli.render import opcheck_lines
 from fp4patch.opcheck_probe import CASES
-from fp4patch.render import opcheck_lines
 
 from .conftest import applied_site, release_site, run_cli
 from .python_forkserver import run_python

@@ -30,7 +30,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fp4patch.render import failure_hint, scan_lines
+from fp4patch.cli.render import failure_hint, scan_lines
 from fp4patch.states import SATISFIED
 from fp4patch.trace import entries_for_specs, scan_entries
 
@@ -264,7 +264,7 @@ def test_rendering_of_each_status(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # a log this wide: no line wraps (another test of the worker may have set it)
     from rich.console import Console
 
-    from fp4patch.render import scan_summary, scan_table
+    from fp4patch.cli.render import scan_summary, scan_table
 
     base = dict.fromkeys(("graphs", "graph_breaks", "ops", "error", "explanation", "raised", "location", "source", "defined_at"))
     results = [
@@ -372,7 +372,7 @@ def test_a_failed_trace_case_and_a_long_summary_keep_the_contract(monkeypatch: p
     """A trace case whose compile failed before Dynamo counted breaks or made a graph (``verify --trace --json``
     with fp4-quantize-compiler-disable applied) has ``graph_breaks`` and ``custom_ops`` null, which the schema
     allows; the scan's summary line wraps at the log width like every other line (it ran to 225 columns)."""
-    from fp4patch.render import scan_summary, wrap
+    from fp4patch.cli.render import scan_summary, wrap
 
     validate("trace_case", {"name": "m1-k64", "passed": False, "graphs": 0, "graph_breaks": None, "custom_ops": None,
                             "error": "Unsupported: Skip calling `torch.compiler.disable()`d function"})

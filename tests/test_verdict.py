@@ -1,4 +1,4 @@
-"""The recorded verdict (fp4patch/verdict.py) and the ``verify`` fast path (fp4patch/entry.py).
+"""The recorded verdict (fp4patch/verdict.py) and the ``verify`` fast path (fp4patch/cli/entry.py).
 
 ``apply`` records what ``verify`` answers; ``verify`` prints it only while every input is
 unchanged. Each test compares against ``FP4PATCH_NO_VERDICT=1``, which makes ``verify`` check
@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from fp4patch import verdict
-from fp4patch.entry import VerifyArguments, parse_verify
+from fp4patch.cli.entry import VerifyArguments, parse_verify
 from fp4patch.environment import TargetEnvironment, from_site_packages
-
 from fp4patch.spec import load_specs
 
 from .conftest import REPO, SPECS_DIR, applied_site, run_cli, snapshot

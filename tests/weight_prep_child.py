@@ -18,30 +18,18 @@ With the scan's device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import traceback
 
+import child_support as support  # tests/child_support.py (this script's folder is first on sys.path)
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 MARK = "FP4PATCH-WEIGHTPREP-RESULT "
 P = json.loads(sys.argv[1])
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scan_probe = _load(P["scan_probe"], "_weightprep_scan_probe")
-scan_probe.install_device_stubs(torch)
-probe = scan_probe._trace_probe()
+probe = support.stubbed_trace_probe(torch, P["scan_probe"], "_weightprep_scan_probe")
 
 import flashinfer  # after the device stubs
 
@@ -91,29 +79,15 @@ def _tensors(new, call, cols=448):
     }
 
 
-def meta(t):
-    def dim(d):
-        return d if isinstance(d, int) else f"sym:{d}"
-
-    return [[dim(d) for d in t.shape], [dim(s) for s in t.stride()], str(t.dtype)]
-
-
 def run_call(name, call):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
+    compiles = support.Compiles(torch)
     rec = {"name": name}
     fn = FORMS[call["form"]]
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            kw = _tensors(lambda shape, dtype: torch.empty(shape, dtype=dtype, device="cuda"), call)
-            result = torch.compile(fn, fullgraph=True, backend=record, dynamic=False)(kw)
-        rec["output"] = meta(result)
+            kw = _tensors(support.tensor_maker(torch, "cuda"), call)
+            result = torch.compile(fn, fullgraph=True, backend=compiles.record, dynamic=False)(kw)
+        rec["output"] = support.layout(result)
         rec["is_out"] = result is kw["out"]
     except Exception as e:  # noqa: BLE001 - the error is the result
         lines = str(e).strip().splitlines()
@@ -121,27 +95,15 @@ def run_call(name, call):
         rec["type"] = type(e).__name__
         rec["is_value_error"] = isinstance(e, ValueError)
         rec["is_assertion_error"] = isinstance(e, AssertionError)
-    rec["graphs"] = len(graphs)
-    rec["breaks"] = sum(torch._dynamo.utils.counters["graph_break"].values())
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
+    rec["graphs"] = len(compiles.graphs)
+    rec["breaks"] = compiles.breaks()
+    rec["ops"] = compiles.ops(probe)
     return rec
 
 
 def run_dynamic(kind, row_counts):
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-
-        def run(*args):  # the op's fake in place of the kernel
-            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
-                return gm(*args)
-
-        return run
-
-    compiled = torch.compile(lambda s: flashinfer.block_scale_interleave(s), fullgraph=True, backend=backend)
+    compiles = support.Compiles(torch)
+    compiled = torch.compile(lambda s: flashinfer.block_scale_interleave(s), fullgraph=True, backend=compiles.fake)
     rec = {"kind": kind, "row_counts": row_counts}
     try:
         calls = []
@@ -151,20 +113,20 @@ def run_dynamic(kind, row_counts):
                 torch._dynamo.decorators.mark_unbacked(s, 0)
             else:
                 torch._dynamo.mark_dynamic(s, 0)
-            calls.append(meta(compiled(s)))
+            calls.append(support.layout(compiled(s)))
         rec["outputs"] = calls
     except Exception as e:  # noqa: BLE001
-        rec["error"] = "{}: {}".format(type(e).__name__, (str(e).strip().splitlines() or [""])[0])
+        rec["error"] = support.error_line(e)
         rec["tb"] = traceback.format_exc()[-3000:]
-    rec["graphs"] = len(graphs)
-    rec["frames"] = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    rec["ops"] = [n for gm in graphs for n in probe._custom_op_nodes(gm)]
-    if graphs:
-        placeholders = [n for n in graphs[0].graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)]
-        rec["input"] = meta(placeholders[0].meta["example_value"]) if placeholders else None
+    rec["graphs"] = len(compiles.graphs)
+    rec["frames"] = compiles.frames()
+    rec["ops"] = compiles.ops(probe)
+    if compiles.graphs:
+        inputs = compiles.inputs()
+        rec["input"] = support.layout(inputs[0][1]) if inputs else None
     return rec
 
 
 FORMS = _forms()
 out = {"calls": {name: run_call(name, call) for name, call in P["calls"].items()}, "dynamic": [run_dynamic(k, v) for k, v in P["runs"].items()]}
-print(MARK + json.dumps(out))
+support.emit(MARK, out)

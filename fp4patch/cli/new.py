@@ -1,0 +1,79 @@
+"""``fp4patch new``: scaffold a spec for a function of an installed distribution, or with ``--add-target`` a target
+of an existing spec for the installed release (:mod:`fp4patch.scaffold`).
+
+Writes one spec file. Exit codes: 0 once written; 2 for a usage error (no ``--function``, ``--function`` with
+``--add-target``, a function that cannot be found, a file that exists without ``--force``) or an environment that
+cannot be read (:mod:`fp4patch.errors`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import EXIT_OK, UsageError
+from .context import context, environment
+from .options import PythonOpt, SitePackagesOpt
+from .render import out
+from .running import run_body
+
+
+def new(
+    spec_id: Annotated[str, typer.Argument(metavar="SPEC_ID", help="Id of the new spec (kebab-case); also its file name.")],
+    function: Annotated[
+        str | None,
+        typer.Option(
+            "--function",
+            metavar="<module:function>",
+            help="MODULE:FUNCTION to patch, the module that defines it, e.g. flashinfer.quantization.fp4_quantization:fp4_quantize "
+            "(flashinfer.fp4_quantization before 0.6.7; Class.method for a method).",
+        ),
+    ] = None,
+    add_target: Annotated[
+        bool,
+        typer.Option(
+            "--add-target",
+            help="SPEC_ID is an existing spec: add a target for the installed release (one fp4patch does not know), started from the "
+            "nearest verified target with the installed parameters and comments naming what changed.",
+        ),
+    ] = False,
+    distribution: Annotated[str, typer.Option("--distribution", help="Distribution that ships the module.")] = "flashinfer-python",
+    summary: Annotated[str, typer.Option("--summary", help="One line shown by `fp4patch status`.")] = "TODO: one line",
+    python: PythonOpt = None,
+    site_packages: SitePackagesOpt = None,
+    specs_dir: Annotated[Path | None, typer.Option("--specs-dir", help="Where to write: DIR/<distribution>/<id>.toml (default: ./patches).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing spec file.")] = False,
+) -> None:
+    """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case), or with --add-target a target of an existing spec for the installed release."""
+
+    def body() -> int:
+        from ..environment import find_distribution
+        from ..locations import builtin_specs_dir
+        from ..scaffold import scaffold
+
+        directory = specs_dir or Path("patches")
+        where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
+        if add_target:
+            from ..scaffold import add_target as start_target
+
+            if function:
+                raise UsageError("--add-target starts from an existing spec's target; drop --function")
+            own = specs_dir if specs_dir and (specs_dir / distribution / f"{spec_id}.toml").is_file() else None
+            _, engine, (chosen, *_) = context(python, site_packages, own, [spec_id])
+            path = start_target(engine, chosen, directory)
+            out.print(f"wrote {path}: a target for {engine.dist.version}, started from the nearest verified one", markup=False)
+            out.print(f"next: check it as its comments say, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip(), markup=False)
+            return EXIT_OK
+        if not function:
+            raise UsageError("give --function MODULE:FUNCTION (a new spec), or --add-target (a target of an existing spec)")
+        dist = find_distribution(environment(python, site_packages), distribution)
+        path = scaffold(dist, spec_id, function, summary, directory, force=force)
+        out.print(f"wrote {path}")
+        if not (directory / dist.name / "cuda-version-from-torch.toml").exists():
+            out.print(f"note: --specs-dir replaces the built-in specs; copy them beside yours to keep them: cp -r {builtin_specs_dir()}/* {directory}/")
+        out.print(f"next: edit its code and rationale, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip())
+        return EXIT_OK
+
+    run_body(False, body)

@@ -1,0 +1,62 @@
+"""The command line as a package (issue 26, item 4): a module per command, each small and documented, the old
+import paths kept, and ``import fp4patch.cli`` cheap enough for the console script's fast path to live under it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+CLI = REPO / "fp4patch" / "cli"
+MODULES = sorted(CLI.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(CLI)))
+def test_each_cli_module_is_small_and_says_what_it_owns(path: Path) -> None:
+    text = path.read_text()
+    assert text.count("\n") <= 300, f"{path.name}: {text.count(chr(10))} lines; split it (issue 26: none over 600, aim under 300)"
+    tree = ast.parse(text)
+    assert ast.get_docstring(tree), f"{path.name}: no module docstring"
+    undocumented = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and not ast.get_docstring(n)]
+    assert not undocumented, f"{path.name}: public functions without a docstring: {undocumented}"
+
+
+def test_no_engine_module_imports_the_cli() -> None:
+    """The CLI imports the engine, never the other way round (fp4patch/render.py and entry.py only re-export)."""
+    importers = []
+    for path in (REPO / "fp4patch").rglob("*.py"):
+        if CLI in path.parents or path.name in ("render.py", "entry.py", "__main__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and (node.module == "cli" or node.module.startswith(("cli.", "fp4patch.cli"))):
+                importers.append(str(path.relative_to(REPO)))
+    assert not importers, importers
+
+
+def test_importing_the_package_loads_no_command_framework() -> None:
+    code = "import sys, fp4patch.cli, fp4patch.cli.entry, fp4patch.cli.render; print(sorted(m for m in ('typer', 'rich', 'libcst', 'pydantic') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_old_import_paths_still_work() -> None:
+    from typer import Typer
+
+    import fp4patch.entry
+    import fp4patch.render
+    from fp4patch import cli
+    from fp4patch.cli import entry, render
+
+    assert isinstance(cli.app, Typer) and callable(cli.main) and callable(cli.run)
+    assert [c.callback.__name__ for c in cli.app.registered_commands] == ["status", "diff", "apply", "verify", "scan", "revert", "clean", "new"]
+    assert fp4patch.entry.main is entry.main and fp4patch.entry.parse_verify is entry.parse_verify
+    for name in render.__all__:
+        assert getattr(fp4patch.render, name) is getattr(render, name), name
+    assert fp4patch.render.out is render.out and fp4patch.render.err is render.err
+    with pytest.raises(AttributeError):
+        fp4patch.render.no_such_name  # noqa: B018
