@@ -211,7 +211,8 @@ def private_reaches(source: Path = SOURCE) -> list[str]:
 
 def test_no_import_cycle() -> None:
     graph = import_graph()
-    assert len(graph) > 30 and "fp4patch.engine" in graph["fp4patch.cli"], "the package was not read"  # a broken walk finds nothing
+    cli = {m for name, imports in graph.items() if name.startswith("fp4patch.cli.") for m in imports}
+    assert len(graph) > 30 and "fp4patch.engine" in cli, "the package was not read"  # a broken walk finds nothing
     found = cycles(graph)
     assert not found, "import cycles in fp4patch: " + " | ".join(
         f"{', '.join(component)} ({_described(component, graph, SOURCE)})" for component in found

@@ -66,7 +66,10 @@ def context(
     specs, selected, distribution = selection(specs_dir, spec_ids, all_specs, skip)
     env = env or environment(python, site_packages)
     dist = find_distribution(env, distribution)
-    notify = lambda message: err.print(f"fp4patch: {message}", markup=False)
+
+    def notify(message: str) -> None:
+        err.print(f"fp4patch: {message}", markup=False)
+
     # the interpreter whose torch checks a needs-check spec on CPU: --python's, else fp4patch's own
     engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify, catalog=load_catalog(dist.name, specs_dir), target_env=env)
     # commands its messages advise repeat the options naming this environment and these specs
