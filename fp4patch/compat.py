@@ -170,7 +170,7 @@ def trace_applied(engine: Engine, site: Path, applied: list, result: dict[str, A
             result["trace"] = {"passed": 0, "total": 0, "first_failure": str(exc)}
         if result["trace"]["passed"] != result["trace"]["total"] or not result["trace"]["total"]:
             failures[TRACE_SPEC].append(f"trace: {result['trace']['first_failure']}")
-    release = probe_release_data(engine, applied)
+    release = probe_release_data({s.id: engine.resolve(s).targets for s in applied})
     names = entries_for_specs(ids)
     try:
         functions = run_scan(current(), site, only=names, timeout=1800, release=release)["results"] if names else []

@@ -470,11 +470,13 @@ def _label(targets: list) -> str:
     return "; ".join(str(t.versions) for t in targets)
 
 
-def changed_hunks(engine, spec: Spec, scratch) -> str:
-    """The hunks of the code ``spec``'s targets depend on, from the nearest verified release (its
-    archive fetched into the download cache, :func:`fp4patch.releases.fetch`, and unpacked into
-    ``scratch``, a directory) to the installed files; "" when the spec's basis names no release or
-    no piece differs.
+def changed_hunks(resolution: Resolution, dist, released_bytes, scratch) -> str:
+    """The hunks of the code a spec's targets depend on (``resolution``: the spec's :class:`Resolution` on the
+    installed release), from the nearest verified release (its archive fetched into the download cache,
+    :func:`fp4patch.releases.fetch`, and unpacked into ``scratch``, a directory) to the installed files of ``dist``
+    (an :class:`fp4patch.environment.InstalledDistribution`, read through ``released_bytes``, the command's
+    ``Sources.released_bytes``: a patched file as released); "" when the basis names no release or no piece
+    differs.
 
     Raises:
         EnvironmentProblem: the verified release cannot be downloaded.
@@ -484,15 +486,14 @@ def changed_hunks(engine, spec: Spec, scratch) -> str:
     from .fingerprint import ModuleReader, hunks, target_pieces
     from .releases import fetch, unpack
 
-    resolution = engine.resolve(spec)
     basis = resolution.basis
     if basis is None or basis.kind not in (NEEDS_CHECK, CHECKED, CHANGED) or not basis.release:
         return ""
     site = Path(scratch) / basis.release
     if not site.is_dir():
-        unpack(fetch(engine.dist.name, basis.release), site, sources_only=True)
+        unpack(fetch(dist.name, basis.release), site, sources_only=True)
     verified = ModuleReader(site)
-    installed = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
+    installed = ModuleReader(dist.site_packages, released_bytes)
     out = []
     for target in resolution.targets:
         if target.status:

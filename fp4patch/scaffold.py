@@ -182,9 +182,13 @@ after = {_toml_string(after)}
     return path
 
 
-def add_target(engine, spec, directory: Path) -> Path:
+def add_target(spec, resolution, dist, listed: bool, reader, directory: Path) -> Path:
     """``fp4patch new SPEC_ID --add-target``: start a target of ``spec`` for the installed release
     from the difference :mod:`fp4patch.evidence` found (a changed signature, code that differs).
+
+    ``resolution``: the spec's :class:`fp4patch.evidence.Resolution` on the installed release; ``dist``: the
+    :class:`fp4patch.environment.InstalledDistribution`; ``listed``: whether the catalog lists its version;
+    ``reader``: a :class:`fp4patch.fingerprint.ModuleReader` of the installed files as released.
 
     Copies the spec file (with its op sources, helpers and case grids when it is a built-in one) to
     ``<directory>/<distribution>/`` unless it is there already, and inserts, before its first
@@ -202,12 +206,10 @@ def add_target(engine, spec, directory: Path) -> Path:
     import shutil
 
     from .evidence import edited_function, installed_signature
-    from .fingerprint import ModuleReader
 
-    version = str(engine.dist.version)
-    if engine.catalog.lists(engine.dist.version):
-        raise UsageError(f"{spec.id}: {engine.dist.name} {version} is a release fp4patch knows; its target is {spec.path}'s own — edit that")
-    resolution = engine.resolve(spec)
+    version = str(dist.version)
+    if listed:
+        raise UsageError(f"{spec.id}: {dist.name} {version} is a release fp4patch knows; its target is {spec.path}'s own — edit that")
     patching = [t for t in resolution.targets if not t.status]
     if not patching:
         raise UsageError(f"{spec.id}: no patching target to start from on {version} ({resolution.basis.describe() if resolution.basis else 'none'})")
@@ -230,11 +232,10 @@ def add_target(engine, spec, directory: Path) -> Path:
     start = target.line - 1
     end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\[\[(target|case|obsolete-when)\]\]", lines[i])), len(lines))
     block = lines[start:end]
-    reader = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
     params = [row[0] for row in installed_signature(reader, target)]
     basis = resolution.basis
     notes = [
-        f"# started by `fp4patch new {spec.id} --add-target` on {engine.dist.name} {version} from the target of {basis.release if basis else '?'}\n",
+        f"# started by `fp4patch new {spec.id} --add-target` on {dist.name} {version} from the target of {basis.release if basis else '?'}\n",
         *(f"# changed: {c}\n" for c in (basis.changes if basis else ())),
         *(f"# changed: {(edited_function(target) or ('', '?'))[1]}(): parameter {name!r} added (default {default}; carried at it)\n"
           for name, default in (basis.carried if basis else ())),

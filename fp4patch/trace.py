@@ -163,19 +163,20 @@ def run_scan(
     return _run_script(SCAN, args, env, site_packages, timeout, "scan", label="fp4patch scan")
 
 
-def probe_release_data(engine: Any, specs: list) -> dict[str, dict[str, Any]]:
+def probe_release_data(targets: dict[str, list]) -> dict[str, dict[str, Any]]:
     """spec id → the ``RELEASE`` dict its custom op is rendered with on the installed release
-    (:func:`fp4patch.ops.release.release_data` of each custom-op operation of the targets ``engine`` resolves
-    for it: the spec's ``[target.operation.release]`` over the op source's own). The scan and ``verify
-    --trace`` take a release's call arguments from it (a backend that release accepts). Specs without a
-    custom-op target on that release are left out; ``engine`` is a :class:`fp4patch.engine.Engine`.
+    (:func:`fp4patch.ops.release.release_data` of the first custom-op operation of the spec's targets there: the
+    spec's ``[target.operation.release]`` over the op source's own). ``targets``: spec id → the
+    :class:`fp4patch.spec.Target` list the installed release resolves to (``Engine.resolve(spec).targets``). The
+    scan and ``verify --trace`` take a release's call arguments from it (a backend that release accepts). Specs
+    without a custom-op target on that release are left out.
     """
     out: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        for target in engine.resolve(spec).targets:
+    for spec_id, resolved in targets.items():
+        for target in resolved:
             data = target_release_data(target)
-            if data is not None and spec.id not in out:
-                out[spec.id] = data
+            if data is not None and spec_id not in out:
+                out[spec_id] = data
     return out
 
 

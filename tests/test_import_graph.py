@@ -21,8 +21,9 @@ attribute ``.Engine``. Allowed in (:data:`ENGINE_MAKERS`):
   each release, with the targets the full catalogue has evidence for (``evidenced``).
 
 A part also takes no engine as an argument (a parameter named ``engine`` or annotated ``Engine``) outside those
-modules, save the functions of :data:`ENGINE_TAKERS_LEFT`, whose callers are in the CLI (being turned into a
-package when this was written: each is a one-line change there); that list only shrinks.
+modules, save the functions of :data:`ENGINE_TAKERS_LEFT` (none since the CLI became a package: the commands pass
+``changed_hunks``, ``add_target`` and ``probe_release_data`` the resolution, the distribution and the reader); that
+list only shrinks.
 
 Private fields: an attribute whose name starts with one underscore that some fp4patch module defines (set as
 ``self._x``, declared in a class body, or a method ``_x`` of a class) is read or set through another object than
@@ -46,7 +47,7 @@ ENGINE_MAKERS = frozenset({"fp4patch.engine", "fp4patch.cli", "fp4patch.against"
 #: Functions outside :data:`ENGINE_MAKERS` that still take the engine, with what their caller (the CLI) should pass
 #: instead: ``changed_hunks`` the spec's resolution, the distribution and the released bytes; ``add_target`` the
 #: resolution, the distribution, the catalog and the released bytes; ``probe_release_data`` the specs' resolutions.
-ENGINE_TAKERS_LEFT = frozenset({"fp4patch.evidence.changed_hunks", "fp4patch.scaffold.add_target", "fp4patch.trace.probe_release_data"})
+ENGINE_TAKERS_LEFT: frozenset[str] = frozenset()
 
 
 def modules(source: Path = SOURCE) -> dict[str, tuple[Path, bool]]:

@@ -56,13 +56,16 @@ def new(
         directory = specs_dir or Path("patches")
         where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
         if add_target:
+            from ..fingerprint import ModuleReader
             from ..scaffold import add_target as start_target
 
             if function:
                 raise UsageError("--add-target starts from an existing spec's target; drop --function")
             own = specs_dir if specs_dir and (specs_dir / distribution / f"{spec_id}.toml").is_file() else None
             _, engine, (chosen, *_) = context(python, site_packages, own, [spec_id])
-            path = start_target(engine, chosen, directory)
+            reader = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
+            listed = engine.catalog.lists(engine.dist.version)
+            path = start_target(chosen, engine.resolve(chosen), engine.dist, listed, reader, directory)
             out.print(f"wrote {path}: a target for {engine.dist.version}, started from the nearest verified one", markup=False)
             out.print(f"next: check it as its comments say, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip(), markup=False)
             return EXIT_OK

@@ -136,7 +136,7 @@ def verify(
                     _, engine, selected = context(python, site_packages, specs_dir, spec, env=env, skip=skip)
                 else:
                     selected = list(specs_by_id.values())
-                release = probe_release_data(engine, selected)
+                release = probe_release_data({s.id: engine.resolve(s).targets for s in selected})
                 functions = run_scan(env, where if site_packages else None, only=names, release=release)["results"]
                 ok = ok and all(r.get("passed") for r in functions)
         checked = None
@@ -249,7 +249,7 @@ def print_changes(engine, selected) -> None:
     with tempfile.TemporaryDirectory(prefix="fp4patch-changes-") as scratch:
         for spec in selected:
             try:
-                text = changed_hunks(engine, spec, scratch)
+                text = changed_hunks(engine.resolve(spec), engine.dist, engine.sources.released_bytes, scratch)
             except Fp4PatchError as exc:
                 err.print(f"fp4patch: {spec.id}: no hunks ({exc})", markup=False)
                 continue
