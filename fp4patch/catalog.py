@@ -11,7 +11,7 @@ distinct code, with the releases ``make compat`` applied, traced and reverted it
 each piece of code the target depends on (:mod:`fp4patch.fingerprint`) and the wrapper's
 signature. A release the catalog does not list (a newer, pre-, dev or post release, a local
 label) takes the target whose evidence equals its code (:mod:`fp4patch.evidence`). ``make compat``
-writes it (:func:`write_evidence`); a test checks it against the real releases.
+writes it (:func:`evidence_text`); a test checks it against the real releases.
 
 It is JSON, so spec loading (``*.toml``) never sees it.
 """
@@ -208,12 +208,12 @@ def _evidence(path: Path, data: Any) -> dict[str, list[Evidence]]:
     return out
 
 
-def write_evidence(path: Path, evidence: dict[str, list[Evidence]]) -> None:
-    """Replace the ``evidence`` table of the catalog at ``path`` (``make compat``), keeping its
-    releases as they are. Each spec's entries are written oldest first, one entry over a few lines,
-    so a diff of the file shows which release's code changed. Written atomically."""
-    from .files import atomic_write
-
+def evidence_text(path: Path, evidence: dict[str, list[Evidence]]) -> str:
+    """The text of the catalog at ``path`` with its ``evidence`` table replaced by ``evidence`` (spec id ->
+    :class:`Evidence` list), its releases kept as they are: what ``make compat`` writes (the catalog reads;
+    the writers, :mod:`fp4patch.compat` and ``scripts/refresh_evidence.py``, write it atomically). Each spec's
+    entries come oldest first, one entry over a few lines, so a diff of the file shows which release's code
+    changed. Raises ``OSError`` when ``path`` cannot be read."""
     data = json.loads(path.read_text(encoding="utf-8"))
     head = {k: v for k, v in data.items() if k not in ("releases", "evidence")}
     lines = ["{"]
@@ -241,8 +241,8 @@ def write_evidence(path: Path, evidence: dict[str, list[Evidence]]) -> None:
     lines.append(" }")
     lines.append("}")
     text = "\n".join(lines) + "\n"
-    json.loads(text)  # the writer's own check: what it wrote reads back
-    atomic_write(path, text.encode("utf-8"))
+    json.loads(text)  # the writer's own check: what it writes reads back
+    return text
 
 
 EVIDENCE_ABOUT = (

@@ -686,10 +686,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result['version']:>13} {result.get('seconds', 0):6.1f}s {result['error'] or states}{trace_text}  {status}", flush=True)
     seconds = time.monotonic() - started
     if not args.no_evidence:
-        from .catalog import load_catalog as reload, write_evidence
+        from .catalog import evidence_text, load_catalog as reload
+        from .files import atomic_write
 
         full = reload("flashinfer-python", args.specs_dir)  # every release, not only --only's
-        write_evidence(full.path, merge_evidence(full, results))
+        atomic_write(full.path, evidence_text(full.path, merge_evidence(full, results)).encode("utf-8"))
         print(f"wrote the evidence of {len({r['version'] for r in results})} releases into {full.path}")
     text = render(catalog, results, spec_ids, {s.id for s in specs if s.default}, seconds, args.jobs, not args.no_trace, scan)
     args.output.parent.mkdir(parents=True, exist_ok=True)

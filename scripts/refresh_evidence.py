@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp4patch.catalog import load_catalog, write_evidence
+from fp4patch.catalog import evidence_text, load_catalog
+from fp4patch.files import atomic_write
 from fp4patch.errors import Fp4PatchError
 from fp4patch.fingerprint import ModuleReader, fingerprint, native_files
 from fp4patch.releases import fetch, unpack
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 out.append(replace(first, releases=tuple(sorted(v for _, v in members)), code=dict(key[1])))
             evidence[spec_id] = sorted(out, key=lambda e: e.releases[0])
             print(f"{spec_id}: {len(catalog.evidence[spec_id])} -> {len(evidence[spec_id])} evidence entries")
-    write_evidence(catalog.path, evidence)
+    atomic_write(catalog.path, evidence_text(catalog.path, evidence).encode("utf-8"))
     print(f"wrote {catalog.path}")
     return 0
 

@@ -81,14 +81,29 @@ def _imported(name: str, is_package: bool, node: ast.Import | ast.ImportFrom, kn
     return found
 
 
-def import_graph(source: Path = SOURCE) -> dict[str, dict[str, int]]:
-    """Module → {module it imports: the line of the first such import}, over every import in the module."""
+def _type_only(tree: ast.AST) -> set[int]:
+    """The ids of the import nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): never run."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            found.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return found
+
+
+def import_graph(source: Path = SOURCE, runtime: bool = False) -> dict[str, dict[str, int]]:
+    """Module → {module it imports: the line of the first such import}, over every import in the module
+    (``runtime``: only those that run, leaving out the imports under ``if TYPE_CHECKING:``)."""
     known = modules(source)
     graph: dict[str, dict[str, int]] = {}
     for name, (path, is_package) in known.items():
         edges: dict[str, int] = {}
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skipped = _type_only(tree) if runtime else set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped:
                 for target in _imported(name, is_package, node, known):
                     edges[target] = min(edges.get(target, node.lineno), node.lineno)
         graph[name] = edges
