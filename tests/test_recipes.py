@@ -278,7 +278,10 @@ def test_make_test_runs_the_suite_in_parallel_workers(tmp_path: Path) -> None:
 
 def test_ci_runs_the_tests_and_the_recipes() -> None:
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")]
-    assert commands == ["make test", "make test-heavy", "make test-recipes", 'make test-torch TORCH_MATRIX="2.7.1 2.15.0"']
+    assert commands == [
+        "make test", "make lint", "make test-heavy", 'make test-releases RELEASES="$(.venv/bin/python scripts/ci_releases.py)"',
+        "make test-recipes", 'make test-torch TORCH_MATRIX="2.7.1 2.15.0"',
+    ]
 
 
 def test_make_test_torch_runs_the_matrix_of_the_variables(tmp_path: Path) -> None:

@@ -625,12 +625,14 @@ def test_sigterm_from_outside_at_any_moment_leaves_no_journal(site_060: Path, pa
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=600)
         lines = [line for line in stderr.splitlines() if line.strip()]
-        # -15: it landed while the interpreter started, before any fp4patch code ran (nothing can be said then)
+        # -15: it landed while the interpreter started, before any fp4patch code ran, or in the interpreter's shutdown
+        # after apply's last line (on a loaded machine apply can finish within the longest delay): nothing can be said
+        # then, and the files are all original or all patched, as the last assertion checks
         assert proc.returncode in (0, 143, -signal.SIGTERM), (delay, proc.returncode, stderr)
         if proc.returncode == 143:
             assert len(lines) == 1 and lines[0].startswith("fp4patch: terminated (SIGTERM)"), stderr
         elif proc.returncode < 0:
-            assert not lines and targets(site_060) == patched_060["original"], stderr
+            assert not any("terminated" in line for line in lines), stderr  # killed before the handler or after it
         assert not (site_060 / JOURNAL).exists() and not list(site_060.rglob("*.fp4patch-tmp")), (delay, stderr)
         assert targets(site_060) in (patched_060["original"], patched_060["patched"]), (delay, stderr)
         run_cli("revert", *sp(site_060), check=True)
