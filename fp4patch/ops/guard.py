@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from .source import CustomOpTarget, Example
+from .source import EXAMPLE_SOURCE_NO_MODE, CustomOpTarget, Example
 
 
 def _carried_guard(target: CustomOpTarget) -> str:
@@ -83,21 +83,7 @@ if _fp4patch_{fn}_available:
 '''
 
 
-_WRITTEN = '''\
-import torch
-
-
-def entry(**OP_PARAMS):
-    return OP(**OP_PARAMS)
-
-
-def op(input: torch.Tensor, alignment: int = 32) -> torch.Tensor:
-    return WRAPPER(**OP_PARAMS)
-
-
-def fake(**OP_PARAMS):
-    return input.new_empty(input.shape)
-'''
+_WRITTEN = EXAMPLE_SOURCE_NO_MODE
 
 _CARRIED = {"carried_release": "0.7.5", "carried_from": "0.7.4"}
 

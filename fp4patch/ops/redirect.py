@@ -15,7 +15,7 @@ May import: the standard library, :mod:`fp4patch.ops.source` and :mod:`fp4patch.
 from __future__ import annotations
 
 from .guard import _carried_guard
-from .source import CustomOpTarget, Example
+from .source import EXAMPLE_SOURCE, CustomOpTarget, Example
 
 #: The oldest torch (major, minor) the rendered code supports: below it, or without the torch APIs it relies
 #: on, a patched wrapper behaves as unpatched (``docs/eager-stays-eager.md``; ``fp4patch.torch_support``
@@ -236,21 +236,7 @@ def _fp4patch_{fn}_set_whole():
 '''
 
 
-_WRITTEN = '''\
-import torch
-
-
-def entry(**OP_PARAMS):
-    return OP(**OP_PARAMS)
-
-
-def op(input: torch.Tensor, alignment: int = 32, mode: int = 0) -> torch.Tensor:
-    return WRAPPER(**OP_PARAMS)
-
-
-def fake(**OP_PARAMS):
-    return input.new_empty(input.shape)
-'''
+_WRITTEN = EXAMPLE_SOURCE
 
 EXAMPLES = [
     Example(

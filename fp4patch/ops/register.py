@@ -16,7 +16,7 @@ May import: the standard library, libcst (inside functions), :mod:`fp4patch.ops.
 from __future__ import annotations
 
 from .release import _release_statement
-from .source import _NAME_SENTINEL, FUNCTIONS, CustomOpTarget, Example, _assigns, _code, _is_docstring
+from .source import _NAME_SENTINEL, EXAMPLE_SOURCE, FUNCTIONS, CustomOpTarget, Example, _assigns, _code, _is_docstring
 
 
 def _sorted_statements(module, target: CustomOpTarget) -> tuple[list, dict, list, list]:
@@ -133,21 +133,7 @@ def _register_function(target: CustomOpTarget, data: list, helpers: list, edited
     )
 
 
-_WRITTEN = '''\
-import torch
-
-
-def entry(**OP_PARAMS):
-    return OP(**OP_PARAMS)
-
-
-def op(input: torch.Tensor, alignment: int = 32, mode: int = 0) -> torch.Tensor:
-    return WRAPPER(**OP_PARAMS)
-
-
-def fake(**OP_PARAMS):
-    return input.new_empty(input.shape)
-'''
+_WRITTEN = EXAMPLE_SOURCE
 
 EXAMPLES = [
     Example(

@@ -225,3 +225,38 @@ def _assigns(statement, name: str) -> bool:
 
 #: No construct of its own: the data every construct module reads.
 EXAMPLES: list[Example] = []
+
+
+#: A written op source the construct modules' EXAMPLES share (a quantizer of ``input`` with ``alignment`` and
+#: ``mode``), and the same without ``mode``.
+EXAMPLE_SOURCE = '''\
+import torch
+
+
+def entry(**OP_PARAMS):
+    return OP(**OP_PARAMS)
+
+
+def op(input: torch.Tensor, alignment: int = 32, mode: int = 0) -> torch.Tensor:
+    return WRAPPER(**OP_PARAMS)
+
+
+def fake(**OP_PARAMS):
+    return input.new_empty(input.shape)
+'''
+
+EXAMPLE_SOURCE_NO_MODE = '''\
+import torch
+
+
+def entry(**OP_PARAMS):
+    return OP(**OP_PARAMS)
+
+
+def op(input: torch.Tensor, alignment: int = 32) -> torch.Tensor:
+    return WRAPPER(**OP_PARAMS)
+
+
+def fake(**OP_PARAMS):
+    return input.new_empty(input.shape)
+'''

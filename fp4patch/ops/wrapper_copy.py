@@ -13,7 +13,7 @@ May import: the standard library and :mod:`fp4patch.ops.source`.
 
 from __future__ import annotations
 
-from .source import CustomOpTarget, Example
+from .source import EXAMPLE_SOURCE_NO_MODE, CustomOpTarget, Example
 
 
 def _tail_copies(target: CustomOpTarget) -> str:
@@ -158,21 +158,7 @@ if _fp4patch_{fn}_available:
 '''
 
 
-_WRITTEN = '''\
-import torch
-
-
-def entry(**OP_PARAMS):
-    return OP(**OP_PARAMS)
-
-
-def op(input: torch.Tensor, alignment: int = 32) -> torch.Tensor:
-    return WRAPPER(**OP_PARAMS)
-
-
-def fake(**OP_PARAMS):
-    return input.new_empty(input.shape)
-'''
+_WRITTEN = EXAMPLE_SOURCE_NO_MODE
 
 EXAMPLES = [
     Example(
