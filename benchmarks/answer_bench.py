@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp4patch.releases import fetch, unpack  # noqa: E402
+from fp4patch.catalog.releases import fetch, unpack  # noqa: E402
 
 VERSION = "0.7.4"
 PARSE = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"

@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp4patch.releases import fetch, unpack  # noqa: E402
+from fp4patch.catalog.releases import fetch, unpack  # noqa: E402
 
 VERSION = "0.7.4"
 # The framework's own cost for a command that parses one option (typer >= 0.2x coerces

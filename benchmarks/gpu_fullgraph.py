@@ -9,7 +9,7 @@ where DIR are two site-packages directories holding the same flashinfer-python r
 already patched with ``fp4patch apply --site-packages DIR``. Each phase runs in its own interpreter so
 that the unpatched and patched modules never meet, except in the same-process A/B of phase 4.
 
-1. ``opcheck``: ``fp4patch/opcheck_probe.py`` (what ``fp4patch verify --opcheck`` runs):
+1. ``opcheck``: ``fp4patch/probes/opcheck_probe.py`` (what ``fp4patch verify --opcheck`` runs):
    ``torch.library.opcheck`` (schema and fake-tensor tests) of every patched op against the real
    kernel over its case grid, and fake vs real output metadata; a kernel that refuses sm90 is
    ``skipped`` with its own message.

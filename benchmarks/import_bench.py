@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a patched FlashInfer costs at import: ``import flashinfer``, patched against pristine (``make bench``).
 
-For each release (default 0.6.0 and 0.7.4, from the release cache of ``fp4patch.releases``), two
+For each release (default 0.6.0 and 0.7.4, from the release cache of ``fp4patch.catalog.releases``), two
 site-packages with the same sources: one pristine, one after ``fp4patch apply`` (the default specs).
 Both hold their bytecode, as after ``pip install`` (``compileall``, then ``apply`` recompiles the pyc of
 each file it writes). Each round runs ``python -c "import flashinfer"`` once in a fresh process per copy,
@@ -131,7 +131,7 @@ def compare(pristine: Path, patched: Path, rounds: int, extra: str = "") -> dict
 def prepare(version: str, work: Path) -> tuple[Path, Path]:
     """Pristine and patched site-packages of ``version`` (Python sources, bytecode compiled)."""
     sys.path.insert(0, str(REPO))
-    from fp4patch.releases import fetch, unpack
+    from fp4patch.catalog.releases import fetch, unpack
 
     pristine = unpack(fetch("flashinfer-python", version), work / f"{version}-pristine", sources_only=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(pristine / "flashinfer")], check=True, capture_output=True)

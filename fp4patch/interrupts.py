@@ -1,6 +1,6 @@
 """Ctrl-C (SIGINT) and SIGTERM and fp4patch's writes: never half-written, always said.
 
-``apply`` and ``revert`` write through a journal (:mod:`fp4patch.manifest`): once the journal is on
+``apply`` and ``revert`` write through a journal (:mod:`fp4patch.engine.manifest`): once the journal is on
 disk, a killed run is finished by the next one. An interrupt that arrives while the journal is
 being carried out is held until every file of it is written (:func:`held`), then raised; the
 command line (:mod:`fp4patch.cli`, :mod:`fp4patch.cli.entry`) turns it into one line saying what state

@@ -1,7 +1,7 @@
 """The states a spec (or one of its targets) is reported in by ``status`` and ``verify``.
 
 Kept apart from :mod:`fp4patch.engine` so that the recorded-verdict fast path
-(:mod:`fp4patch.verdict`) can name them without importing the engine.
+(:mod:`fp4patch.engine.verdict`) can name them without importing the engine.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ APPLIED, APPLICABLE, DRIFTED = "applied", "applicable", "drifted"
 NOT_TARGETED, NOT_NEEDED, UNSUPPORTED = "not-targeted", "not-needed", "unsupported"
 OBSOLETE = "obsolete"
 #: A release the catalog does not list whose code differs from every release the spec was verified
-#: on, with the same signature: ``apply`` checks it on CPU before patching (:mod:`fp4patch.evidence`).
+#: on, with the same signature: ``apply`` checks it on CPU before patching (:mod:`fp4patch.catalog.evidence`).
 NEEDS_CHECK = "needs-check"
 #: States in which a spec needs nothing more on this release.
 SATISFIED = frozenset({APPLIED, NOT_NEEDED, OBSOLETE})

@@ -6,7 +6,7 @@ target was verified on) while it applies, traces and reverts every release. When
 loses a piece in ``mirrors`` (issue 24: the C++ launcher code of the TRT-LLM-Gen MoE ops), the releases
 it was verified on stay verified; what changes is what is recorded about their code. This script
 fingerprints each listed release of each evidence entry of the named specs again
-(:func:`fp4patch.fingerprint.fingerprint` on the release's unpacked sources: Python and the C++ files the
+(:func:`fp4patch.catalog.fingerprint.fingerprint` on the release's unpacked sources: Python and the C++ files the
 mirrors name) and writes the entries back, split where releases that shared one code before now differ
 (and merged where they agree). Releases, targets and signatures are kept; nothing is verified anew.
 
@@ -26,11 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fp4patch.catalog import evidence_text, load_catalog
-from fp4patch.files import atomic_write
+from fp4patch.engine.files import atomic_write
 from fp4patch.errors import Fp4PatchError
-from fp4patch.fingerprint import ModuleReader, fingerprint, native_files
-from fp4patch.releases import fetch, unpack
-from fp4patch.spec import load_specs
+from fp4patch.catalog.fingerprint import ModuleReader, fingerprint, native_files
+from fp4patch.catalog.releases import fetch, unpack
+from fp4patch.catalog.spec import load_specs
 
 
 def main(argv: list[str] | None = None) -> int:

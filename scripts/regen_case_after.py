@@ -18,7 +18,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 SPECS_DIR = Path(__file__).resolve().parent.parent / "patches"
 

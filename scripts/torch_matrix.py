@@ -97,8 +97,8 @@ BELOW_TEST = "test_below_the_range_apply_and_verify_refuse_in_one_line"
 MARKER = "fp4patch-matrix.json"
 BEGIN = "<!-- torch matrix: written by make test-torch (scripts/torch_matrix.py); do not edit by hand -->"
 END = "<!-- end of torch matrix -->"
-#: The start of the replay section (``fp4patch/compat.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
-REPLAY_BEGIN = "<!-- replay: written by python -m fp4patch.compat --replay -->"
+#: The start of the replay section (``fp4patch/tools/compat.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
+REPLAY_BEGIN = "<!-- replay: written by python -m fp4patch.tools.compat --replay -->"
 RESULTS = REPO / "docs" / "torch-matrix.json"
 #: Each run's junit report, ``junit-<torch>.xml`` (build output, not committed): every failure in full.
 REPORTS = REPO / "build" / "torch-matrix"
@@ -189,7 +189,7 @@ def _pip(python: Path, args: list[str], env: dict[str, str] | None = None) -> su
 def _pip_reason(stderr: str) -> str:
     sys.path.insert(0, str(REPO))
     try:
-        from fp4patch.releases import pip_reason
+        from fp4patch.catalog.releases import pip_reason
     finally:
         sys.path.remove(str(REPO))
     return pip_reason(stderr)

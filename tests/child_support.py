@@ -2,7 +2,7 @@
 
 The engine children (``tests/engine_sglang_child.py``, ``tests/engine_vllm_child.py``) load it by path (the path
 their test passes); the others import it as ``child_support`` (a script's folder is first on ``sys.path``). It needs
-the standard library and torch (passed in: it imports no torch itself), not fp4patch; ``fp4patch/scan_probe.py``,
+the standard library and torch (passed in: it imports no torch itself), not fp4patch; ``fp4patch/probes/scan_probe.py``,
 loaded by path, gives the device stubs and the graph helpers. For every child:
 
 * :func:`emit`: the one result line (a mark, then JSON) that ``tests/python_forkserver.py: child_json`` reads back;
@@ -67,7 +67,7 @@ def emit(mark, payload):
 
 
 def stubbed_trace_probe(torch, scan_probe_path, name):
-    """Load ``fp4patch/scan_probe.py`` (``scan_probe_path``) as ``name``, install its device stubs (an SM100 device on
+    """Load ``fp4patch/probes/scan_probe.py`` (``scan_probe_path``) as ``name``, install its device stubs (an SM100 device on
     CPU: import FlashInfer after this) and return its trace probe (``_custom_op_nodes`` of a graph, ...)."""
     scan_probe = load_by_path(scan_probe_path, name)
     scan_probe.install_device_stubs(torch)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from fp4patch.releases import cache_dir, fetch, unpack
+from fp4patch.catalog.releases import cache_dir, fetch, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS_DIR = REPO / "patches"
@@ -156,10 +156,10 @@ def engine_cache() -> Path:
 
 def engine_site(name: str, version: str, sources_only: bool = False) -> Path:
     """A site-packages holding the ``name==version`` wheel from the package registry, installed without its
-    dependencies (``pip download --no-deps``, :func:`fp4patch.releases.fetch`) and unpacked once into
+    dependencies (``pip download --no-deps``, :func:`fp4patch.catalog.releases.fetch`) and unpacked once into
     :func:`engine_cache` (a file lock and a ``.complete`` marker, as for :func:`release_site`); shared, read-only.
 
-    ``sources_only``: only the Python sources and small data files (:func:`fp4patch.releases.is_source`) and the
+    ``sources_only``: only the Python sources and small data files (:func:`fp4patch.catalog.releases.is_source`) and the
     ``.dist-info``; the vllm 0.33.0 wheel is 336 MB of mostly CUDA binaries that a CPU interpreter cannot load.
     SGLang 0.5.23 is unpacked whole (132 MB): its JIT utilities check at import that ``sglang/kernels/jit`` has
     its ``include`` and ``csrc`` folders.

@@ -6,7 +6,7 @@ line ``FP4PATCH-CHILD-RESULT <json>``.
 Default mode, for one FlashInfer release and the three MoE functions:
 
 * the oracle: the product's case grid (``patches/flashinfer-python/grids/<function>.py``, the request the
-  parent built from the spec target) run by ``fp4patch/fake_check_probe.py``'s ``run_function``: the real
+  parent built from the spec target) run by ``fp4patch/probes/fake_check_probe.py``'s ``run_function``: the real
   public wrapper eagerly under ``FakeTensorMode`` on fake CUDA tensors, with only the kernel side replaced
   (the grid's ``stubs``, ``grids/_moe.py``), against the op block fp4patch renders for the release
   (``entry`` calling the registered custom op, whose fake runs). On top of the product's stubs this test
@@ -321,7 +321,7 @@ def _where(e):
 
 def run_trace(c, m2):
     """Compile f(kw, tune) -> wrapper(**kw, tune_max_num_tokens=tune) with M dynamic, call at M and m2."""
-    from fp4patch.trace_probe import _custom_op_nodes
+    from fp4patch.probes.trace_probe import _custom_op_nodes
 
     torch._dynamo.reset()
     graphs = []
@@ -370,7 +370,7 @@ def run_dynamic(c, kind, token_counts, capture):
     metadata (symbolic), each call's outputs, or the error (class and first line)."""
     import contextlib
 
-    from fp4patch import trace_probe
+    from fp4patch.probes import trace_probe
 
     # the outputs' shapes for these sizes come from the op's fake (the kernel never runs); "aot": Dynamo's graph
     # through AOTAutograd (functionalization), as Inductor takes it

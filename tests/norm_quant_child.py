@@ -4,7 +4,7 @@ Usage: python norm_quant_child.py '{"scan_probe": PATH, "hidden": H, "runs": [..
 ``FP4PATCH-NORM-RESULT <json>``.
 
 For ``rmsnorm_quant`` and ``fused_add_rmsnorm_quant`` (the installed, patched public functions), with the scan's
-device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU):
+device stubs (``fp4patch/probes/scan_probe.py``: an SM100 device on CPU):
 
 * "graph": ``torch.compile(fullgraph=True, dynamic=False)`` of a function that calls the wrapper as an engine does
   (vLLM's static-FP8 RMSNorm: ``out`` allocated by the caller, ``scale`` a float32 (1,) tensor; also a float

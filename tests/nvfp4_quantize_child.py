@@ -3,7 +3,7 @@
 Usage: python nvfp4_quantize_child.py '{"scan_probe": PATH, "hidden": K, "calls": {...}, "refusals": {...}, "runs": {...}}';
 prints one line ``FP4PATCH-NVFP4-RESULT <json>``.
 
-With the scan's device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU), for the installed, patched
+With the scan's device stubs (``fp4patch/probes/scan_probe.py``: an SM100 device on CPU), for the installed, patched
 ``flashinfer.nvfp4_quantize``:
 
 * "graph": ``torch.compile(fullgraph=True, dynamic=False)`` of a caller making one of the call forms in ``calls``

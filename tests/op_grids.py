@@ -1,9 +1,9 @@
 """The product's case grids (``patches/flashinfer-python/grids/<function>.py``) for a release under test.
 
 A test takes the spec target fp4patch would apply to that release (``<function-kebab>-fullgraph``,
-loaded with :func:`fp4patch.spec.load_specs`), and from it the grid's input: the wrapper's ``params`` and
+loaded with :func:`fp4patch.catalog.spec.load_specs`), and from it the grid's input: the wrapper's ``params`` and
 the target's release data (the op source's ``RELEASE`` updated by the target's). The same request is
-what ``fp4patch.fake_check.run_fake_check`` sends, so the tests and the product check one grid.
+what ``fp4patch.checks.fake_check.run_fake_check`` sends, so the tests and the product check one grid.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from fp4patch.fake_check import FakeCheckRequest, requests_for
-from fp4patch.spec import Spec, Target, load_specs
+from fp4patch.checks.fake_check import FakeCheckRequest, requests_for
+from fp4patch.catalog.spec import Spec, Target, load_specs
 
 from .conftest import REPO, SPECS_DIR
 
@@ -51,8 +51,8 @@ def as_json(req: FakeCheckRequest) -> dict:
 
 
 def grid_module(path: Path) -> ModuleType:
-    """A grid module, loaded by path as the probe loads it (:func:`fp4patch.oracle.load_grid`)."""
-    from fp4patch.oracle import load_grid
+    """A grid module, loaded by path as the probe loads it (:func:`fp4patch.probes.oracle.load_grid`)."""
+    from fp4patch.probes.oracle import load_grid
 
     return load_grid(str(path), f"_test_grid_{path.stem}")
 

@@ -1,7 +1,7 @@
-"""What the tests' child interpreters need beside the product's kernel oracle (``fp4patch/oracle.py``).
+"""What the tests' child interpreters need beside the product's kernel oracle (``fp4patch/probes/oracle.py``).
 
 These import fp4patch (the renderer, the spec loader), which the product's probes must not: the oracle
-and ``fp4patch/fake_check_probe.py`` run where only torch and FlashInfer are installed. Imported by
+and ``fp4patch/probes/fake_check_probe.py`` run where only torch and FlashInfer are installed. Imported by
 child scripts that put the repository root on ``sys.path`` (``from tests.oracle_helpers import ...``).
 """
 

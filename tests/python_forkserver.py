@@ -128,7 +128,7 @@ for line in sys.stdin:
 TORCH = ("torch",)
 #: what ``python -m fp4patch`` imports, for the tests' CLI runs (neither torch nor FlashInfer: the
 #: CLI imports neither, see test_workflows.py); fp4patch reads no environment at import
-CLI = ("typer", "rich.console", "rich.table", "rich.markdown", "libcst", "packaging.specifiers", "filelock", "fp4patch.cli.application", "fp4patch.engine", "fp4patch.spec", "fp4patch.ops.render", "fp4patch.operations")
+CLI = ("typer", "rich.console", "rich.table", "rich.markdown", "libcst", "packaging.specifiers", "filelock", "fp4patch.cli.application", "fp4patch.engine.coordinator", "fp4patch.catalog.spec", "fp4patch.ops.render", "fp4patch.codemods")
 
 _lock = threading.Lock()
 #: one server per preload and start-up environment (a test may change os.environ for good, e.g.

@@ -4,7 +4,7 @@ Each row of the table names a subsystem, its modules (dotted names under ``fp4pa
 of that package) and the subsystems it may import. The tests fail when a module of ``fp4patch`` belongs to no
 subsystem or to two, when an import that runs (module level or inside a function; ``if TYPE_CHECKING:`` imports
 left out, :func:`tests.test_import_graph.import_graph`) goes against the arrows, and when a module outside the
-engine and the tools imports the primitives that write site-packages (:data:`WRITERS` of ``fp4patch.files``).
+engine and the tools imports the primitives that write site-packages (:data:`WRITERS` of ``fp4patch.engine.files``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from .test_import_graph import SOURCE, import_graph, modules
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
-#: what ``fp4patch.files`` offers to write in site-packages (atomic replacement, folders, modes, bytecode)
+#: what ``fp4patch.engine.files`` offers to write in site-packages (atomic replacement, folders, modes, bytecode)
 WRITERS = {"atomic_write", "make_directory", "share_mode", "remove_temp_files", "refresh_bytecode", "fault_point"}
 #: the subsystems that may use them: the engine writes site-packages; the tools write the specs folder
 WRITING = {"engine", "tools"}
@@ -89,7 +89,7 @@ def test_every_import_that_runs_follows_the_arrows() -> None:
 def test_only_the_engine_and_the_tools_take_the_writers_of_site_packages() -> None:
     takers = []
     for module, (path, _) in modules(SOURCE).items():
-        if module == "fp4patch.files" or subsystem_of(module, ROWS)[0] in WRITING:
+        if module == "fp4patch.engine.files" or subsystem_of(module, ROWS)[0] in WRITING:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("files"):
@@ -103,3 +103,31 @@ def test_only_the_engine_and_the_tools_take_the_writers_of_site_packages() -> No
 def test_the_check_itself_tells_a_downward_import_from_an_upward_one(importer: str, imported: str, allowed: bool) -> None:
     (mine,), (theirs,) = subsystem_of(importer, ROWS), subsystem_of(imported, ROWS)
     assert (theirs in ROWS[mine][1]) is allowed
+
+
+#: the subsystems that are the package's top-level modules rather than a folder
+TOP_LEVEL = {"base"}
+#: where Python looks for ``python -m fp4patch``: the CLI's one module outside its folder
+RUN_AS_MAIN = {"fp4patch.__main__"}
+
+
+def test_every_module_lies_in_its_subsystems_folder() -> None:
+    """The folder is the map: a module of subsystem ``x`` is ``fp4patch/x/...`` (the base: ``fp4patch/*.py``)."""
+    astray = []
+    for module in set(modules(SOURCE)) - RUN_AS_MAIN:
+        (mine,) = subsystem_of(module, ROWS)
+        parts = module.split(".")
+        if mine in TOP_LEVEL:
+            if len(parts) > 2:
+                astray.append(f"{module} ({mine}: a top-level module of fp4patch)")
+        elif len(parts) < 2 or parts[1] != mine:
+            astray.append(f"{module} ({mine}: fp4patch/{mine}/)")
+    assert not astray, "modules outside their subsystem's folder: " + "; ".join(astray)
+
+
+@pytest.mark.parametrize("subsystem", sorted(set(ROWS) - TOP_LEVEL))
+def test_each_subsystem_package_says_what_it_owns_and_may_import(subsystem: str) -> None:
+    doc = ast.get_docstring(ast.parse((SOURCE / subsystem / "__init__.py").read_text(encoding="utf-8"))) or ""
+    assert "owns" in doc and "may import" in doc, f"fp4patch/{subsystem}/__init__.py: the docstring names neither"
+    for other in ROWS[subsystem][1] - {"base"}:
+        assert other in doc or other == "codemods" and "codemod" in doc, f"{subsystem}'s docstring does not name {other}"

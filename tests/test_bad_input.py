@@ -390,7 +390,7 @@ def test_partial_revert_of_a_file_changed_after_apply(site_060: Path) -> None:
     target = site_060 / FP4
     target.write_bytes(target.read_bytes() + b"\n# edited by hand after apply\n")
     before = snapshot(site_060)
-    # a spec of another file: every file of the patched set gets the new set's stamp (fp4patch.set_stamp), the
+    # a spec of another file: every file of the patched set gets the new set's stamp (fp4patch.engine.set_stamp), the
     # edited one too, so the apply is refused, naming it, and writes nothing
     refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(target), "--force")
     unchanged(site_060, before)
@@ -506,7 +506,7 @@ def test_a_development_install_without_direct_url_is_named_with_where_its_files_
 
 def test_a_setup_py_develop_egg_info_in_a_source_tree_is_refused(tmp_path: Path) -> None:
     """``setup.py develop``: the metadata is an ``.egg-info`` in the checkout, which a .pth puts on the path."""
-    from fp4patch.environment import TargetEnvironment, find_distribution
+    from fp4patch.target.environment import TargetEnvironment, find_distribution
     from fp4patch.errors import EnvironmentProblem
 
     checkout = tmp_path / "checkout"

@@ -18,11 +18,11 @@ import pytest
 from packaging.version import Version
 
 from fp4patch.catalog import load_catalog
-from fp4patch.compat import tree_hashes
+from fp4patch.tools.compat import tree_hashes
 from fp4patch.engine import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs
-from fp4patch.environment import find_distribution, from_site_packages
-from fp4patch.releases import fetch
-from fp4patch.spec import load_specs
+from fp4patch.target.environment import find_distribution, from_site_packages
+from fp4patch.catalog.releases import fetch
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import DIST, SPECS_DIR, release_params, release_site, run_cli
 

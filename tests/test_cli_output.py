@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from fp4patch.cli.render import verify_output
 from fp4patch.errors import EnvironmentProblem
-from fp4patch.releases import fetch
+from fp4patch.catalog.releases import fetch
 from fp4patch.states import APPLICABLE, SATISFIED
 
 from .conftest import REPO, release_site, run_cli, snapshot

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR, read_only, run_cli, snapshot
 
@@ -312,9 +312,9 @@ def test_compiler_disable_spec_is_outermost_on_fp4_quantize(site_060: Path) -> N
     decorators = [ast.unparse(d) for d in function.decorator_list]
     assert decorators[0] == "torch.compiler.disable"
     assert decorators[1:] == [ast.unparse(d) for d in _original_decorators(files[FP4])]
-    from fp4patch.set_stamp import strip, token_of
+    from fp4patch.engine.set_stamp import strip, token_of
 
-    # one line added to FlashInfer's code; after it, the set stamp every patched file carries (fp4patch.set_stamp)
+    # one line added to FlashInfer's code; after it, the set stamp every patched file carries (fp4patch.engine.set_stamp)
     patched = (site_060 / FP4).read_bytes()
     assert token_of(patched)
     old, new = files[FP4].decode().splitlines(), strip(patched).decode().splitlines()

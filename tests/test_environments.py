@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.releases import fetch
+from fp4patch.catalog.releases import fetch
 
 from .conftest import release_site, run_cli, snapshot
 from .test_cli_real_wheel import CPP_EXT, DIST_INFO, FP4, STATE, assert_matches_record, one_line_error, sp
@@ -386,8 +386,8 @@ def test_the_trace_probe_runs_in_a_target_with_flags(
     flag, on a patched copy given as a directory (as ``--against`` and ``--site-packages`` do): the
     target's own FlashInfer is unpatched, so a pass proves the copy was traced — under ``-I`` too,
     which ignores ``PYTHONPATH``. One case each; the whole probe runs in the next test."""
-    from fp4patch.environment import from_python
-    from fp4patch.trace import run_probe
+    from fp4patch.target.environment import from_python
+    from fp4patch.checks.trace import run_probe
 
     python, env = flagged_python(tmp_path, target_venv, flag)
     for key, value in env.items():
@@ -460,7 +460,7 @@ def test_trace_and_scan_without_torch_give_the_pip_line_that_makes_them_work(sta
     `pip install` of torch's CPU build and FlashInfer's import-time dependencies into that interpreter."""
     import shlex
 
-    from fp4patch.trace import TORCH_CPU_INDEX, TRACE_REQUIREMENTS
+    from fp4patch.checks.trace import TORCH_CPU_INDEX, TRACE_REQUIREMENTS
 
     python = str(static_only_venv / "bin" / "python")
     done = run_cli(*command, "--python", python)
@@ -476,7 +476,7 @@ def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
     trace tests import the real 0.6.0 and 0.7.4 on CPU with them (besides torch)."""
     from packaging.requirements import Requirement
 
-    from fp4patch.trace import TRACE_REQUIREMENTS
+    from fp4patch.checks.trace import TRACE_REQUIREMENTS
 
     from .conftest import REPO
 
@@ -484,7 +484,7 @@ def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
     listed = {Requirement(line).name for line in lines[1:] if line.strip() and not line.startswith("#")}
     assert {Requirement(r).name for r in TRACE_REQUIREMENTS} == listed | {"torch"}
     # the README gives the same line for the demo's target
-    from fp4patch.trace import install_line
+    from fp4patch.checks.trace import install_line
 
     assert f"$ {install_line('.demo/target/bin/python')}\n" in (REPO / "README.md").read_text()
 

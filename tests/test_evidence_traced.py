@@ -3,7 +3,7 @@
 ``make compat`` applies the default specs to every wheel release, compiles every function they cover (the trace
 probe's cases, and the scan's call of each function called from a compiled function and handed directly, its
 release-dependent arguments from the release data) and records, per spec and release, the rendered ops'
-identities and the digest of what the probes compiled (``traced``; ``fp4patch/trace.py``, ``probe_digest``).
+identities and the digest of what the probes compiled (``traced``; ``fp4patch/checks/trace.py``, ``probe_digest``).
 A change to an op source, a spec's release data, the renderer or the probes' calls changes one of them: this
 test then names every release whose evidence is stale, until ``make compat`` has traced it again. No wheel is
 needed: both are computed from the specs and the probes, for each release the evidence lists.
@@ -16,8 +16,8 @@ import importlib.util
 import pytest
 
 from fp4patch.catalog import load_catalog
-from fp4patch.spec import load_specs
-from fp4patch.trace import listed_release_data, probe_digest
+from fp4patch.catalog.spec import load_specs
+from fp4patch.checks.trace import listed_release_data, probe_digest
 
 from .conftest import SPECS_DIR
 

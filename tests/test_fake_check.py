@@ -1,4 +1,4 @@
-"""``fp4patch.fake_check``: the product's check of an op's fake against the installed wrapper, on CPU.
+"""``fp4patch.checks.fake_check``: the product's check of an op's fake against the installed wrapper, on CPU.
 
 * With the default specs applied to the real 0.6.0 and 0.7.4 wheels, ``run_fake_check`` passes for each
   quantizer op there (``fp4_quantize`` with its CUDA and CuTe-DSL paths, the batched / grouped / experts
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.environment import from_site_packages
+from fp4patch.target.environment import from_site_packages
 from fp4patch.errors import EnvironmentProblem
-from fp4patch.fake_check import FAKE_CHECK_PROBE, ORACLE, FakeCheckRequest, describe_failure, requests_for, run_fake_check
+from fp4patch.checks.fake_check import FAKE_CHECK_PROBE, ORACLE, FakeCheckRequest, describe_failure, requests_for, run_fake_check
 from fp4patch.ops.render import CustomOpTarget
 
 from . import op_grids

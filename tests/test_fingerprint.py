@@ -1,6 +1,6 @@
 """Fingerprints of the code a target depends on, and the catalog's evidence against the real releases.
 
-Before/after pairs for the canonical form (:mod:`fp4patch.fingerprint`): what must not change a
+Before/after pairs for the canonical form (:mod:`fp4patch.catalog.fingerprint`): what must not change a
 digest (comments, formatting, docstrings, a definition moved to another module unchanged) and what
 must (a default, a decorator, a statement). Then the evidence ``make compat`` recorded in
 ``catalog.json``: each entry matches the real release's code (0.6.0, 0.7.4 and the other releases
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from fp4patch.catalog import load_catalog
-from fp4patch.evidence import installed_signature
-from fp4patch.fingerprint import MISSING, ModuleReader, fingerprint, signature_changes
-from fp4patch.spec import load_specs
+from fp4patch.catalog.evidence import installed_signature
+from fp4patch.catalog.fingerprint import MISSING, ModuleReader, fingerprint, signature_changes
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import DIST, SPECS_DIR, release_params, release_site
 
@@ -161,8 +161,8 @@ def test_a_function_that_moved_to_another_module_is_placed_where_it_lives_now(tm
     (fp4_quantize's own code is 0.6.6's; its callers changed, so it waits for the CPU check), and it says so."""
     from packaging.version import Version
 
-    from fp4patch.compat import cut_catalog
-    from fp4patch.evidence import NEEDS_CHECK, resolve
+    from fp4patch.tools.compat import cut_catalog
+    from fp4patch.catalog.evidence import NEEDS_CHECK, resolve
 
     version = Version("0.6.7")
     spec = next(s for s in SPECS if s.id == "fp4-quantize-fullgraph")

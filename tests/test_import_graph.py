@@ -8,16 +8,16 @@ module, else to the package (``fp4patch/__init__.py``). Imports of other distrib
 
 ``Engine(...)``: the coordinator (:class:`fp4patch.engine.Engine`) is made only by those that drive a command,
 and handed to no part: a part takes values (a resolution, a report, a plan) and returns values. A call counts
-when its callee is the name ``Engine``, a name bound by ``from fp4patch.engine import Engine as X``, or an
+when its callee is the name ``Engine``, a name bound by ``from fp4patch.engine(.coordinator) import Engine as X``, or an
 attribute ``.Engine``. Allowed in (:data:`ENGINE_MAKERS`):
 
-- ``fp4patch.engine``: the engine itself, and the throw-away copy :meth:`~fp4patch.engine.Engine.check_on_cpu`
-  applies the selection to (:mod:`fp4patch.cpu_check` only copies the files and checks the copy);
+- ``fp4patch.engine.coordinator``: the engine itself (not the other modules of the engine package: they are parts), and the throw-away copy :meth:`~fp4patch.engine.Engine.check_on_cpu`
+  applies the selection to (:mod:`fp4patch.checks.cpu_check` only copies the files and checks the copy);
 - ``fp4patch.cli``, and every module of the ``fp4patch.cli`` package once the CLI is one: the engine of each
   command (``_context``);
-- ``fp4patch.against``: ``fp4patch against`` applies the selection to a fetched release in a temporary
+- ``fp4patch.tools.against``: ``fp4patch against`` applies the selection to a fetched release in a temporary
   site-packages and reports each spec before and after;
-- ``fp4patch.compat``: ``make compat`` replays every release (apply, trace, revert) and the catalogue cut at
+- ``fp4patch.tools.compat``: ``make compat`` replays every release (apply, trace, revert) and the catalogue cut at
   each release, with the targets the full catalogue has evidence for (``evidenced``).
 
 A part also takes no engine as an argument (a parameter named ``engine`` or annotated ``Engine``) outside those
@@ -42,7 +42,7 @@ PACKAGE = "fp4patch"
 SOURCE = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: The modules that may call ``Engine(...)`` (module docstring); a module under a package named here is allowed too.
-ENGINE_MAKERS = frozenset({"fp4patch.engine", "fp4patch.cli", "fp4patch.against", "fp4patch.compat"})
+ENGINE_MAKERS = frozenset({"fp4patch.engine.coordinator", "fp4patch.cli", "fp4patch.tools.against", "fp4patch.tools.compat"})
 
 #: Functions outside :data:`ENGINE_MAKERS` that still take the engine, with what their caller (the CLI) should pass
 #: instead: ``changed_hunks`` the spec's resolution, the distribution and the released bytes; ``add_target`` the
@@ -165,7 +165,7 @@ def engine_calls(source: Path = SOURCE) -> list[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         aliases = {"Engine"}
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and "fp4patch.engine" in _imported(name, is_package, node, known):
+            if isinstance(node, ast.ImportFrom) and {"fp4patch.engine", "fp4patch.engine.coordinator"} & set(_imported(name, is_package, node, known)):
                 aliases |= {alias.asname or alias.name for alias in node.names if alias.name == "Engine"}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
@@ -228,7 +228,7 @@ def private_reaches(source: Path = SOURCE) -> list[str]:
 def test_no_import_cycle() -> None:
     graph = import_graph()
     cli = {m for name, imports in graph.items() if name.startswith("fp4patch.cli.") for m in imports}
-    assert len(graph) > 30 and "fp4patch.engine" in cli, "the package was not read"  # a broken walk finds nothing
+    assert len(graph) > 30 and "fp4patch.engine.coordinator" in cli, "the package was not read"  # a broken walk finds nothing
     found = cycles(graph)
     assert not found, "import cycles in fp4patch: " + " | ".join(
         f"{', '.join(component)} ({_described(component, graph, SOURCE)})" for component in found

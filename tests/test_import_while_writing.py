@@ -3,7 +3,7 @@
 Each write is atomic, file by file; the set of files is not. Two importers looping during apply/revert cycles loaded
 a mixed set in 2 of 30 imports (0.6.0: 5 of 6 patched), and after an ``apply`` killed after its second file every
 importer got 2 of 6 until the next ``apply``. Every file fp4patch leaves patched now carries the set's stamp
-(:mod:`fp4patch.set_stamp`) and its patched code traces through fp4patch's ops only when the whole set it belongs to
+(:mod:`fp4patch.engine.set_stamp`) and its patched code traces through fp4patch's ops only when the whole set it belongs to
 is what the process loaded (``_fp4patch_<fn>_set_whole``, the check the redirect makes before it enters the op).
 
 The importers here are processes that have imported torch and fork a child per import: each child imports

@@ -1,4 +1,4 @@
-"""Fingerprints of C++ launcher code (fp4patch/native.py; issue 24): what the TRT-LLM-Gen MoE fakes mirror of
+"""Fingerprints of C++ launcher code (fp4patch/catalog/native.py; issue 24): what the TRT-LLM-Gen MoE fakes mirror of
 ``flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu``, the outputs ``do_finalize=False`` returns, which the
 CPU check cannot see.
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.fingerprint import MISSING, ModuleReader, native_files
-from fp4patch.native import definitions, piece_text, selected_statements, tokens
-from fp4patch.spec import load_specs
+from fp4patch.catalog.fingerprint import MISSING, ModuleReader, native_files
+from fp4patch.catalog.native import definitions, piece_text, selected_statements, tokens
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import release_site
 
@@ -91,7 +91,7 @@ def test_selected_statements_are_the_ones_naming_the_outputs_with_their_conditio
 
 def test_the_moe_specs_name_the_launcher_and_unpacks_keep_it() -> None:
     assert native_files(load_specs(None)) == {LAUNCHER}
-    from fp4patch.releases import fingerprinted_native
+    from fp4patch.catalog.releases import fingerprinted_native
 
     assert fingerprinted_native() == frozenset({LAUNCHER})
 
@@ -139,7 +139,7 @@ def test_python_selection_is_the_allocation_what_sizes_it_and_the_returns(tmp_pa
     locals those read: ``dtype``), and every return with its condition; not the calls that pass the buffer on."""
     import ast
 
-    from fp4patch.fingerprint import is_selection, statements_naming
+    from fp4patch.catalog.fingerprint import is_selection, statements_naming
 
     (node,) = ast.parse(PYTHON).body
     lines = statements_naming(node, ("weights", "return"))
@@ -161,11 +161,11 @@ def test_python_selection_is_the_allocation_what_sizes_it_and_the_returns(tmp_pa
     (30, ["M=8 do_finalize=False output=narrow"], [], "the fake refuses 'M=8 do_finalize=False output=narrow' where the wrapper returns past the kernel"),
 ])
 def test_launcher_evidence_stands_only_for_unseen_outputs_made_by_unchanged_code(seen, fake_raised, changed, expected, monkeypatch) -> None:
-    """The CPU check's side (fp4patch/cpu_check.py), the probe replaced by its result: outputs the CPU cannot see
+    """The CPU check's side (fp4patch/checks/cpu_check.py), the probe replaced by its result: outputs the CPU cannot see
     pass on evidence only where every selected piece (C++ launcher, Python inner op) equals the verified release's,
     the CPU saw some case of the call, and the fake refuses nothing the wrapper returned from."""
-    from fp4patch import cpu_check, fake_check
-    from fp4patch.evidence import NEEDS_CHECK, Basis, Resolution
+    from fp4patch.checks import cpu_check, fake_check
+    from fp4patch.catalog.evidence import NEEDS_CHECK, Basis, Resolution
 
     spec = next(s for s in load_specs(None) if s.id == "trtllm-fp4-block-scale-moe-fullgraph")
     target = next(t for t in spec.targets if t.contains("0.6.9") and not t.status)

@@ -17,7 +17,7 @@ import tokenize
 import pytest
 
 from fp4patch.ops.render import CustomOpTarget, OpSourceError, render
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR, run_cli
 

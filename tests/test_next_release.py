@@ -52,7 +52,7 @@ def reports(site: Path, *extra: str) -> dict[str, dict]:
 
 # --------------------------------------------------------------------------- what can be carried (no FlashInfer import)
 def _fp4_target_074():
-    from fp4patch.spec import load_specs
+    from fp4patch.catalog.spec import load_specs
 
     spec = next(s for s in load_specs(None) if s.id == SPEC)
     return spec, next(t for t in spec.targets if t.contains("0.7.4") and not t.status)
@@ -81,7 +81,7 @@ def test_only_parameters_added_with_a_comparable_default_are_carried(change, car
     """Against 0.7.4's verified signature of fp4_quantize: added parameters whose default is a constant or a dotted
     name are carried; one without a default (a call must pass it), with a default fp4patch cannot compare, as
     ``**kwargs``, or any other change (removed, renamed, another default) refuses the whole target, naming it."""
-    from fp4patch.evidence import carriable
+    from fp4patch.catalog.evidence import carriable
 
     _, target = _fp4_target_074()
     verified = _rows(target)
@@ -94,9 +94,9 @@ def test_a_parameter_the_op_source_binds_to_another_default_is_not_carried() -> 
     """0.7.4's target on a release whose fp4_quantize lost batch_invariant and then gained it back with another
     default: the op binds an absent ``batch_invariant`` to ``False``, so a wrapper default of ``True`` would not
     be what the fake mirrors."""
-    from fp4patch.evidence import carriable
+    from fp4patch.catalog.evidence import carriable
 
-    spec = next(s for s in __import__("fp4patch.spec", fromlist=["load_specs"]).load_specs(None) if s.id == SPEC)
+    spec = next(s for s in __import__("fp4patch.catalog.spec", fromlist=["load_specs"]).load_specs(None) if s.id == SPEC)
     target = next(t for t in spec.targets if t.contains("0.7.1") and not t.status)  # no batch_invariant yet
     verified = [list(r) for r in next(e for e in __import__("fp4patch.catalog", fromlist=["x"]).load_catalog().evidence[SPEC]
                                       if e.target == str(target.versions)).signature]
@@ -110,8 +110,8 @@ def test_a_parameter_the_op_models_release_by_release_is_not_carried() -> None:
     release data (``output_check``, ``output_checked_unfinalized``: 'none' before 0.6.14, where there is no
     output): the nearest target's data describe a release without it, so it is refused, not carried."""
     from fp4patch.catalog import load_catalog
-    from fp4patch.evidence import carriable
-    from fp4patch.spec import load_specs
+    from fp4patch.catalog.evidence import carriable
+    from fp4patch.catalog.spec import load_specs
 
     spec = next(s for s in load_specs(None) if s.id == "trtllm-fp8-per-tensor-scale-moe-fullgraph")
     target = next(t for t in spec.targets if t.contains("0.6.13") and not t.status)
@@ -123,7 +123,7 @@ def test_a_parameter_the_op_models_release_by_release_is_not_carried() -> None:
 def test_a_carried_target_renders_the_guard_and_takes_the_new_parameter_as_the_wrappers() -> None:
     """The carried target's redirect refuses another value first (the rendering of every other target is
     unchanged: tests/test_rendered_bytes.py), and its drift check accepts the new parameter."""
-    from fp4patch.evidence import carried_target
+    from fp4patch.catalog.evidence import carried_target
 
     _, target = _fp4_target_074()
     plain = target.operation_specs[0][1]["target"]
@@ -146,9 +146,9 @@ def test_a_function_moved_with_the_same_code_is_applied_where_it_is_defined_now(
     from packaging.version import Version
 
     from fp4patch.catalog import load_catalog
-    from fp4patch.evidence import SAME_CODE, resolve
-    from fp4patch.fingerprint import ModuleReader
-    from fp4patch.spec import load_specs
+    from fp4patch.catalog.evidence import SAME_CODE, resolve
+    from fp4patch.catalog.fingerprint import ModuleReader
+    from fp4patch.catalog.spec import load_specs
 
     site = relabel(release_site("0.7.4", tmp_path_factory, sources_only=True), tmp_path / "site", "0.7.5")
     old, new = "flashinfer/quantization/fp8_quantization.py", "flashinfer/quantization/fp8_quantization_impl.py"
@@ -166,7 +166,7 @@ def test_a_function_moved_with_the_same_code_is_applied_where_it_is_defined_now(
 
 def test_scan_leaves_out_what_skip_names_and_counts_it_apart() -> None:
     from fp4patch.cli.render import scan_detail, scan_summary
-    from fp4patch.trace import leave_out
+    from fp4patch.checks.trace import leave_out
 
     results = [
         {"name": "fp4_quantize", "spec": SPEC, "status": "fails", "passed": False, "error": "Unsupported: ..."},
@@ -209,7 +209,7 @@ def test_status_apply_and_verify_say_left_out_alike(site_060: Path) -> None:
 def test_python_and_site_packages_together_name_the_files_and_the_interpreter(site_060: Path) -> None:
     """``--site-packages D --python P``: D's distribution, P's interpreter for what needs torch; both repeated in
     every command a message advises."""
-    from fp4patch.environment import resolve as environment
+    from fp4patch.target.environment import resolve as environment
 
     env = environment(sys.executable, site_060)
     assert env.paths == (str(site_060.resolve()),) and env.python == sys.executable

@@ -2,7 +2,7 @@
 real one-line reason (issue 19), on the real 0.7.4 wheel with the default specs applied.
 
 Each call is compiled in a child interpreter on fake CUDA tensors (the scan's device stubs and its argument pools,
-``fp4patch/scan_probe.py``, with the call's own values on top). What can go wrong with ``nvfp4_4over6`` and what
+``fp4patch/probes/scan_probe.py``, with the call's own values on top). What can go wrong with ``nvfp4_4over6`` and what
 the first line then says:
 
 * an ``NVFP44Over6Config`` cannot cross the custom-op schema: fp4patch's refusal (``_refusal._refuse``: ``fp4patch:

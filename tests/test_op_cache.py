@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.operations.append_to_module import block_index
+from fp4patch.codemods.append_to_module import block_index
 from fp4patch.ops import cache as op_cache
 from fp4patch.ops.render import OpSourceError, render
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR, applied_site, read_only, run_cli
 

@@ -8,7 +8,7 @@ data. Checked here:
 
 * the fake against the real path's own allocations, with only the kernel launch replaced, over the
   product's grid (``patches/flashinfer-python/grids/fp4_quantize.py``, whose ``stubs`` make the CuTe-DSL
-  drivers run on CPU; run by ``fp4patch/fake_check_probe.py``'s ``run_function`` into the op block fp4patch
+  drivers run on CPU; run by ``fp4patch/probes/fake_check_probe.py``'s ``run_function`` into the op block fp4patch
   renders for the release), on the first release of every CuTe-DSL era from 0.6.8 to 0.7.4 (and, for the
   CUDA path alone, 0.5.0 and 0.6.7): NVFP4 / MXFP4 and the rejected recipes, three scale-factor layouts,
   2-D, column-major and 3-D input, M = 0 / 1 / 8 / 127 / 129 and the TMA sizes, four dtypes, the
@@ -70,7 +70,7 @@ import collections, importlib, importlib.util, json, sys, warnings
 params = json.loads(sys.argv[1])
 sys.path.insert(0, params["repo"])
 import torch
-from fp4patch import oracle
+from fp4patch.probes import oracle
 from tests.oracle_helpers import rendered_entry
 
 spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", params["probe"])
@@ -260,7 +260,7 @@ import json, sys
 params = json.loads(sys.argv[1])
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from fp4patch.trace_probe import _custom_op_nodes, _install_device_stubs
+from fp4patch.probes.trace_probe import _custom_op_nodes, _install_device_stubs
 _install_device_stubs(torch)
 import flashinfer
 results = []

@@ -6,7 +6,7 @@ sources:
 
 * the product's case grid (``grids/<function>.py``: M in {0, 1, 8, 127, 129}, ``do_finalize`` where the release
   has it, FP8 / bf16 (/ MXFP8) activations, float32 / bf16 routing logits, a caller ``output=`` where it exists,
-  the refusals) through ``fp4patch/fake_check_probe.py``: the real wrapper under ``FakeTensorMode`` with the
+  the refusals) through ``fp4patch/probes/fake_check_probe.py``: the real wrapper under ``FakeTensorMode`` with the
   kernel side replaced, against the op block fp4patch renders for the release. On top of the product's stubs the
   child gives the kernel a model of the C++ launcher's return (``fp8_launcher_outputs``): the finalized output
   before 0.6.5, the unfinalized three after, which the product itself reports as not visible on CPU;
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.environment import from_site_packages
-from fp4patch.fake_check import requests_for, run_fake_check
+from fp4patch.target.environment import from_site_packages
+from fp4patch.checks.fake_check import requests_for, run_fake_check
 from fp4patch.ops.render import release_data
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from . import op_grids
 from .conftest import SPECS_DIR, release_site, run_cli

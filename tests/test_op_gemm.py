@@ -9,7 +9,7 @@ from the source's ``op`` / ``fake`` / ``MUTATES_ARGS`` (namespace ``fp4patch_tes
 data of the spec target fp4patch applies to that release. Then, on fake CUDA tensors (``FakeTensorMode``):
 
 * over the product's case grid (``patches/flashinfer-python/grids/<function>.py``, given the spec target's
-  params and release data, run by ``fp4patch/fake_check_probe.py``'s ``run_function``, the check fp4patch
+  params and release data, run by ``fp4patch/probes/fake_check_probe.py``'s ``run_function``, the check fp4patch
   runs on a release it never saw): the real wrapper runs eagerly with only the kernel side replaced (the
   grid's ``stubs``, ``grids/_gemm.py``: the JIT loaders and runner factories, the autotuner's choice, the
   workspace caches, the CUDA-version and cuDNN probes); its own checks, backend heuristic and output
@@ -164,7 +164,7 @@ def meta(t):
 ORACLE = r"""
 # ---- the product's case grid: the wrapper (kernel side replaced) against entry -> op -> fake ------
 import importlib.util
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 
 _spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
 probe = importlib.util.module_from_spec(_spec)
@@ -443,7 +443,7 @@ print("MARK" + json.dumps(results))
 EAGER_CHILD = PRELUDE + r"""
 # the grid's cases P["cases"] eagerly, under the grid's stubs; patched: any call through the op recorded
 import contextlib, importlib.util
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 
 _spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
 probe = importlib.util.module_from_spec(_spec)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR, release_site, run_cli
 from .python_forkserver import run_python

@@ -5,7 +5,7 @@ For ``trtllm_fp4_block_scale_moe``, ``trtllm_fp4_block_scale_routed_moe`` and ``
 where the wrapper's signature or output allocation changes, ``tests/moe_op_child.py`` runs in a
 fresh interpreter on the release's sources, over the product's case grid
 (``patches/flashinfer-python/grids/<function>.py``, given each spec target's params and release data,
-run by ``fp4patch/fake_check_probe.py``'s ``run_function``: token count M in {0, 1, 8, 127, 129},
+run by ``fp4patch/probes/fake_check_probe.py``'s ``run_function``: token count M in {0, 1, 8, 127, 129},
 ``do_finalize`` True/False, NVFP4 / bf16 / MxFP8 activations, float32 / bf16 routing logits, with and
 without a caller ``output=``, the ``(ids, weights)`` form, the refusals):
 
@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from . import op_grids
 from .conftest import REPO, SPECS_DIR, release_params, release_site, run_cli

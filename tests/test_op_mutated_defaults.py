@@ -18,7 +18,7 @@ import importlib.util
 
 import pytest
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR
 

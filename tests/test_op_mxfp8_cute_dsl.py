@@ -96,7 +96,7 @@ import importlib, importlib.util, json, sys, warnings
 params = json.loads(sys.argv[1])
 sys.path.insert(0, params["repo"])
 import torch
-from fp4patch import oracle
+from fp4patch.probes import oracle
 from tests.oracle_helpers import rendered_entry
 
 spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", params["probe"])

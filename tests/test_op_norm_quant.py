@@ -10,7 +10,7 @@ the first release that exports the functions (0.6.7) and of 0.7.4, with the defa
 * the token dimension marked dynamic (also under ``backed_size_oblivious``), unbacked, or dynamic through
   AOTAutograd (the op's mutations functionalized, as Inductor takes them): one graph and one frame over several
   token counts, the token size a symbol in the traced graph (``tests/norm_quant_child.py``);
-* the product's fake check (``fp4patch.fake_check.run_fake_check``: the fake against the wrapper on CPU over
+* the product's fake check (``fp4patch.checks.fake_check.run_fake_check``: the fake against the wrapper on CPU over
   the grid, M in {0, 1, 8, 127, 129}) passes every case;
 * the op's eager body (the custom op called on CPU tensors, the JIT module replaced by the oracle's recorder)
   runs the real wrapper, which launches its kernel on the caller's tensors, a float ``scale`` made a tensor;
@@ -26,8 +26,8 @@ import re
 
 import pytest
 
-from fp4patch.environment import from_site_packages
-from fp4patch.fake_check import run_fake_check
+from fp4patch.target.environment import from_site_packages
+from fp4patch.checks.fake_check import run_fake_check
 
 from . import op_grids
 from .conftest import REPO, applied_site, release_site, run_cli

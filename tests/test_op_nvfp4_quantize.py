@@ -27,8 +27,8 @@ import re
 
 import pytest
 
-from fp4patch.environment import from_site_packages
-from fp4patch.fake_check import run_fake_check
+from fp4patch.target.environment import from_site_packages
+from fp4patch.checks.fake_check import run_fake_check
 
 from . import op_grids
 from .conftest import REPO, applied_site, release_site, run_cli

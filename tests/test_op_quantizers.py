@@ -4,12 +4,12 @@ Op sources: ``patches/flashinfer-python/ops/<function>.py`` for ``nvfp4_batched_
 ``scaled_fp4_grouped_quantize``, ``silu_and_mul_scaled_nvfp4_experts_quantize``, ``mxfp8_quantize``,
 ``mxfp8_grouped_quantize`` (0.6.14+) and ``silu_and_mul_mxfp8_experts_quantize`` (0.7.4+).
 
-1. Oracle (:mod:`fp4patch.oracle`, the product's): in a child interpreter importing a real FlashInfer
+1. Oracle (:mod:`fp4patch.probes.oracle`, the product's): in a child interpreter importing a real FlashInfer
    release, each public wrapper runs eagerly under ``FakeTensorMode`` on fake CUDA tensors with only the
    kernel launch replaced (the JIT module, the cuTile / Cake launchers of the grid's ``stubs``); ``entry`` of
    the op source runs into its ``fake`` on the same arguments. The cases are the product's grids
    (``patches/flashinfer-python/grids/<function>.py``, given each spec target's params and release data,
-   run by ``fp4patch/fake_check_probe.py``'s ``run_function``), the ones ``fp4patch`` checks an unknown
+   run by ``fp4patch/probes/fake_check_probe.py``'s ``run_function``), the ones ``fp4patch`` checks an unknown
    release with. Per case: equal (shape, stride, dtype) of every output, or the same exception class
    and message, and the kernel launch reached. Cases the wrapper lets through but the kernel rejects (its
    C++ checks do not run in the oracle) are listed with the kernel's message, which the fake must raise;
@@ -80,7 +80,7 @@ import importlib.util, inspect, json, sys, warnings
 P = json.loads(sys.argv[1])
 sys.path.insert(0, P["repo"])
 import torch
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 from tests.oracle_helpers import load_op_source
 
 spec = importlib.util.spec_from_file_location("_fp4patch_fake_check_probe", P["probe"])
@@ -163,7 +163,7 @@ import json, sys, warnings
 P = json.loads(sys.argv[1])
 sys.path.insert(0, P["repo"])
 import torch
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 from tests.oracle_helpers import load_op_source
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, statically_known_true
 from torch._dynamo.source import ConstantSource
@@ -282,7 +282,7 @@ import contextlib, importlib.util, inspect, json, re, sys, warnings
 P = json.loads(sys.argv[1])
 import torch
 import torch._dynamo
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 
 
 def grid_stubs(fn, rec, flashinfer):

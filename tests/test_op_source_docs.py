@@ -14,7 +14,7 @@ The page's fenced blocks name their role after the language, which Markdown rend
   there removed (the op block nests the source's functions in its register function);
 - ``text refused``: rendering the example raises :class:`fp4patch.ops.render.OpSourceError` with
   exactly this message;
-- ``text refused-by-loader``: a message of the spec loader, which must be a string constant of ``fp4patch/spec.py``.
+- ``text refused-by-loader``: a message of the spec loader, which must be a string constant of ``fp4patch/catalog/spec.py``.
 
 Each row of the cheat sheet links to a section; the row's written code must stand in a written,
 helper or target block of that section and its rendered code in a rendered block there.
@@ -160,7 +160,7 @@ def test_refused_raises_the_quoted_message(example: Example) -> None:
 
 
 def test_loader_messages_are_the_loaders() -> None:
-    """Each quoted message is a string the spec loader raises (a string constant of fp4patch/spec.py)."""
+    """Each quoted message is a string the spec loader raises (a string constant of fp4patch/catalog/spec.py)."""
     import ast
 
     tree = ast.parse((REPO / "fp4patch" / "spec.py").read_text(encoding="utf-8"))

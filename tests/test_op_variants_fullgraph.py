@@ -1,7 +1,7 @@
 """The call forms engines use, compiled with ``fullgraph=True`` after the default ``apply`` (issue 19).
 
 Each call runs in a child interpreter importing a real, patched FlashInfer release, on fake CUDA tensors
-(``FakeTensorMode``, the device queries stubbed: :mod:`fp4patch.oracle`), through ``torch.compile(fullgraph=True)``
+(``FakeTensorMode``, the device queries stubbed: :mod:`fp4patch.probes.oracle`), through ``torch.compile(fullgraph=True)``
 with a backend that records the graphs. A call the fakes mirror must give one graph holding one fp4patch op
 and outputs of the shape, stride and dtype the release's own code allocates (written out below from its
 wrapper); a call a fake refuses must fail with fp4patch's own message as the first line of what
@@ -40,7 +40,7 @@ P = json.loads(sys.argv[1])
 sys.path.insert(0, P["repo"])
 import torch
 import torch._dynamo
-from fp4patch import oracle as ko
+from fp4patch.probes import oracle as ko
 
 warnings.simplefilter("ignore")
 with ko.device_stubs():

@@ -31,10 +31,10 @@ import re
 import pytest
 
 from fp4patch.cli.render import scan_summary
-from fp4patch.environment import from_site_packages
-from fp4patch.fake_check import run_fake_check
-from fp4patch.scan_probe import describe
-from fp4patch.trace import declare_not_needed
+from fp4patch.target.environment import from_site_packages
+from fp4patch.checks.fake_check import run_fake_check
+from fp4patch.probes.scan_probe import describe
+from fp4patch.checks.trace import declare_not_needed
 
 from . import op_grids
 from .conftest import REPO, applied_site, release_site, run_cli
@@ -256,7 +256,7 @@ print("FP4PATCH-OPCHECK-CASES " + json.dumps(out))
 @needs_torch
 @pytest.mark.torch
 def test_opcheck_cases_reach_the_op_and_its_fake(tmp_path_factory) -> None:
-    """The GPU probe's block_scale_interleave cases (``fp4patch/opcheck_probe.py``; run on an H200 by
+    """The GPU probe's block_scale_interleave cases (``fp4patch/probes/opcheck_probe.py``; run on an H200 by
     ``verify --opcheck``) find the patched op and are accepted by its fake: rows 1..129, cols 6 / 16 / 448, bfloat16,
     3-D, each giving the wrapper's flat size."""
     site = applied_site("0.7.4", tmp_path_factory)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fp4patch.cli.render import opcheck_lines
-from fp4patch.opcheck_probe import CASES
+from fp4patch.probes.opcheck_probe import CASES
 
 from .conftest import applied_site, release_site, run_cli
 from .python_forkserver import run_python

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fp4patch.operations import (
+from fp4patch.codemods import (
     AddDecorator,
     AppendToModule,
     InsertAtFunctionStart,

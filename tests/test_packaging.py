@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import REPO, SPECS_DIR, snapshot
 

@@ -1,14 +1,14 @@
-"""A rendered op block appended at the end of a file is added as its text (fp4patch.plan.appended_text), not parsed
+"""A rendered op block appended at the end of a file is added as its text (fp4patch.engine.plan.appended_text), not parsed
 and printed again by libcst (half of a first apply's time on 0.7.4): the bytes must be exactly the tree's."""
 
 from __future__ import annotations
 
 import pytest
 
-from fp4patch import plan as plan_module
+from fp4patch.engine import plan as plan_module
 from fp4patch.engine import Engine, select_specs
-from fp4patch.environment import find_distribution, from_site_packages
-from fp4patch.spec import load_specs
+from fp4patch.target.environment import find_distribution, from_site_packages
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import release_site
 
@@ -43,7 +43,7 @@ BLOCKS = [
 def test_a_block_as_text_is_what_the_tree_prints(code: str) -> None:
     import libcst as cst
 
-    from fp4patch.operations.append_to_module import AppendToModule
+    from fp4patch.codemods.append_to_module import AppendToModule
 
     module = cst.parse_module("import os\n\n\ndef f():\n    return os.sep\n")
     op = AppendToModule(code=code, position="end")
@@ -55,7 +55,7 @@ def test_a_block_that_libcst_would_print_otherwise_goes_through_the_tree() -> No
     """A CRLF or tab-indented file, a footer after the last statement; a block with other indents or a trailing comment."""
     import libcst as cst
 
-    from fp4patch.operations.append_to_module import AppendToModule
+    from fp4patch.codemods.append_to_module import AppendToModule
 
     assert plan_module._appends_as_text(cst.parse_module("def f():\n    pass\n"))
     assert not plan_module._appends_as_text(cst.parse_module("def f():\r\n    pass\r\n"))
@@ -70,7 +70,7 @@ def test_a_file_with_a_byte_order_mark_gets_one_mark(tmp_path) -> None:
     """libcst reads a UTF-8 file with a BOM as utf-8-sig: the blocks appended as text carry no second mark."""
     import libcst as cst
 
-    from fp4patch.operations.append_to_module import AppendToModule
+    from fp4patch.codemods.append_to_module import AppendToModule
 
     data = b"\xef\xbb\xbfimport os\n"
     module = cst.parse_module(data)

@@ -37,9 +37,9 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from fp4patch.engine import SATISFIED, Engine, select_specs
-from fp4patch.environment import find_distribution, from_site_packages
+from fp4patch.target.environment import find_distribution, from_site_packages
 from fp4patch.errors import DriftError
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import DIST, SPECS_DIR, release_site, snapshot
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fp4patch.errors import EnvironmentProblem
-from fp4patch.releases import _pack_unpacked_sdist, unpack
+from fp4patch.catalog.releases import _pack_unpacked_sdist, unpack
 
 
 def _tree(root: Path) -> None:

@@ -3,7 +3,7 @@ environment lock, crash recovery through the journal (SIGKILL at every write ste
 baseline check, hard links, bytecode, text encodings, upgrades, and install kinds.
 
 Every command runs as ``python -m fp4patch`` in a subprocess (``run_cli``); fault injection is
-``FP4PATCH_FAULT=<step>:<n>`` (:func:`fp4patch.files.fault_point`).
+``FP4PATCH_FAULT=<step>:<n>`` (:func:`fp4patch.engine.files.fault_point`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from fp4patch import verdict
-from fp4patch.environment import from_site_packages
-from fp4patch.releases import fetch
+from fp4patch.engine import verdict
+from fp4patch.target.environment import from_site_packages
+from fp4patch.catalog.releases import fetch
 
 from .conftest import REPO, read_only, release_site, run_cli, snapshot
 from .test_cli_real_wheel import CPP_EXT, DIST_INFO, FP4, STATE, assert_matches_record, one_line_error, record_hash, sp
@@ -377,7 +377,7 @@ def test_existing_bytecode_runs_the_new_source(site_060: Path, mode: str) -> Non
 
 
 def test_bytecode_of_same_size_same_mtime_source_is_rewritten(tmp_path: Path) -> None:
-    from fp4patch.files import atomic_write, refresh_bytecode
+    from fp4patch.engine.files import atomic_write, refresh_bytecode
 
     source = tmp_path / "mod.py"
     source.write_text("VALUE = 1\n")
@@ -645,7 +645,7 @@ def test_a_read_only_site_packages_is_refused_before_any_file_is_parsed(site_060
 
     from fp4patch.engine import Engine, select_specs
     from fp4patch.errors import FileSystemError
-    from fp4patch.spec import load_specs
+    from fp4patch.catalog.spec import load_specs
 
     specs = [s for s in load_specs() if s.distribution == "flashinfer-python"]
     engine = Engine(_dist(site_060), specs, notify=lambda m: None)
@@ -665,7 +665,7 @@ def test_a_read_only_site_packages_is_refused_before_any_file_is_parsed(site_060
 
 
 def _dist(site: Path):
-    from fp4patch.environment import find_distribution
+    from fp4patch.target.environment import find_distribution
 
     return find_distribution(from_site_packages(site), "flashinfer-python")
 
@@ -675,7 +675,7 @@ def test_an_interrupted_run_of_many_specs_is_counted_not_listed() -> None:
     line ran to 870-1,000 columns in a log)."""
     from types import SimpleNamespace
 
-    from fp4patch.recovery import _what
+    from fp4patch.engine.recovery import _what
 
     assert _what(SimpleNamespace(operation="apply", specs=["a", "b"])) == "apply of a, b"
     assert _what(SimpleNamespace(operation="revert", specs=[f"spec-{i}" for i in range(21)])) == "revert of 21 specs"

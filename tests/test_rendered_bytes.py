@@ -41,7 +41,7 @@ def _sha256(data: bytes | str) -> str:
 
 def rendered() -> dict[str, dict[str, str]]:
     """``"<spec id> <target versions> <function>"`` → ``{"op", "redirect", "block"}`` for every custom-op operation."""
-    from fp4patch.spec import load_specs
+    from fp4patch.catalog.spec import load_specs
 
     out: dict[str, dict[str, str]] = {}
     for spec in load_specs():
@@ -58,8 +58,8 @@ def applied(site: Path) -> dict[str, str]:
     """Apply the default specs to ``site`` (a writable site-packages) in process; every file the
     apply wrote (site-packages-relative) and the manifest → sha256."""
     from fp4patch.engine import Engine, select_specs
-    from fp4patch.environment import find_distribution, from_site_packages
-    from fp4patch.spec import load_specs
+    from fp4patch.target.environment import find_distribution, from_site_packages
+    from fp4patch.catalog.spec import load_specs
 
     specs = [s for s in load_specs() if s.distribution == DIST]
     engine = Engine(find_distribution(from_site_packages(site), DIST), specs, notify=lambda message: None)
@@ -93,7 +93,7 @@ def test_apply_writes_the_recorded_bytes(version: str, tmp_path: Path, tmp_path_
 
 def write() -> None:
     """Compute the lists on the checkout as it is and write :data:`RECORDED`."""
-    from fp4patch.releases import fetch, unpack
+    from fp4patch.catalog.releases import fetch, unpack
 
     data: dict = {"render": rendered(), "apply": {}}
     for version in VERSIONS:

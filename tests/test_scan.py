@@ -1,6 +1,6 @@
 """``fp4patch scan`` and the patched functions of ``verify --trace``, on the real 0.6.0 and 0.7.4 wheels.
 
-Each scan runs ``fp4patch/scan_probe.py`` in one fresh interpreter (``PYTHONPATH=<site>``), on CPU
+Each scan runs ``fp4patch/probes/scan_probe.py`` in one fresh interpreter (``PYTHONPATH=<site>``), on CPU
 with fake CUDA tensors. Checked:
 
 * unpatched, every function of the FP4/FP8 path that the release has fails under
@@ -32,7 +32,7 @@ import pytest
 
 from fp4patch.cli.render import failure_hint, scan_lines
 from fp4patch.states import SATISFIED
-from fp4patch.trace import entries_for_specs, scan_entries
+from fp4patch.checks.trace import entries_for_specs, scan_entries
 
 from .conftest import REPO, SPECS_DIR, applied_site, release_site, run_cli
 from .test_trace_fullgraph import linked_site  # noqa: F401

@@ -11,8 +11,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from fp4patch.operations import OpState
-from fp4patch.spec import Case, Spec, load_specs
+from fp4patch.codemods import OpState
+from fp4patch.catalog.spec import Case, Spec, load_specs
 
 from .conftest import SPECS_DIR
 

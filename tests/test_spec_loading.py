@@ -13,8 +13,8 @@ import pytest
 from packaging.version import Version
 
 from fp4patch.errors import EXIT_USAGE, SpecError
-from fp4patch.operations import AddDecorator, AppendToModule, InsertAtFunctionStart, RewriteCallArguments
-from fp4patch.spec import load_spec, load_specs
+from fp4patch.codemods import AddDecorator, AppendToModule, InsertAtFunctionStart, RewriteCallArguments
+from fp4patch.catalog.spec import load_spec, load_specs
 
 from .conftest import SPECS_DIR
 

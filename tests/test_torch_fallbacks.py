@@ -1,7 +1,7 @@
 """Every torch API the written code uses is either required (without it the wrapper behaves as unpatched) or
 has a fallback: each is removed here, and what it guards still holds.
 
-fp4patch supports torch 2.7 and newer (``fp4patch.torch_support``). The rendered block checks, when the module
+fp4patch supports torch 2.7 and newer (``fp4patch.target.torch_support``). The rendered block checks, when the module
 is imported, the version and the APIs every torch of that range has; a torch failing that check leaves the
 wrapper as it was, eagerly and under compile: never a half-working compile path. What else it uses it reads
 with ``getattr`` or in a ``try`` (``fp4patch/ops/``'s block code: ``redirect.py``, ``wrapper_copy.py`` and the op sources), with another path
@@ -50,7 +50,7 @@ import types
 import pytest
 
 from fp4patch.ops.render import plain_source, read_helpers, render
-from fp4patch.spec import load_specs
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR
 

@@ -1,4 +1,4 @@
-"""A target environment with a torch below the supported range (torch 2.7, ``fp4patch.torch_support``) is refused
+"""A target environment with a torch below the supported range (torch 2.7, ``fp4patch.target.torch_support``) is refused
 in one line by ``apply``, ``verify`` and ``scan``, and nothing is written; a supported torch, a pre-release or
 local build of one, and no torch at all are not refused (the static commands need none).
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.torch_support import supported
+from fp4patch.target.torch_support import supported
 
 from .conftest import run_cli, snapshot
 

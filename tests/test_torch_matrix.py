@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fp4patch.trace import scan_entries
+from fp4patch.checks.trace import scan_entries
 
 from .conftest import REPO, applied_site, run_cli
 
@@ -180,7 +180,7 @@ def server_venv(root: Path, flashinfer: str) -> Path:
     # every site-packages of this interpreter, with its own .pth files (the matrix's venv is one over the cached torch venv)
     sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (own / "fp4patch_matrix_base.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in sites) + "\n")
-    from fp4patch.releases import fetch
+    from fp4patch.catalog.releases import fetch
 
     python = root / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

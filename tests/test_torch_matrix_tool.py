@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch import compat
+from fp4patch.tools import compat
 
 from .conftest import REPO
 

@@ -34,9 +34,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fp4patch.spec import load_specs
-from fp4patch.trace import entries_for_specs
-from fp4patch.trace_probe import build_cases
+from fp4patch.catalog.spec import load_specs
+from fp4patch.checks.trace import entries_for_specs
+from fp4patch.probes.trace_probe import build_cases
 
 from . import conftest
 from .conftest import SPECS_DIR, applied_site, release_site, run_cli

@@ -226,10 +226,10 @@ def test_a_partly_covered_known_release_applies_what_holds(tmp_path: Path, tmp_p
 
 def relabelled_wheel(directory: Path, launcher: bool = True) -> Path:
     """0.7.4's wheel relabelled 0.7.5: its Python sources, its .dist-info and (``launcher``) the C++ files the specs'
-    fakes mirror (:func:`fp4patch.releases.fingerprinted_native`), as the next release's wheel would hold them."""
+    fakes mirror (:func:`fp4patch.catalog.releases.fingerprinted_native`), as the next release's wheel would hold them."""
     import zipfile
 
-    from fp4patch.releases import fetch, fingerprinted_native
+    from fp4patch.catalog.releases import fetch, fingerprinted_native
 
     wheel = directory / "flashinfer_python-0.7.5-py3-none-any.whl"
     with zipfile.ZipFile(fetch("flashinfer-python", "0.7.4")) as old, zipfile.ZipFile(wheel, "w") as new:

@@ -21,8 +21,8 @@ import importlib.util
 import pytest
 
 from fp4patch.engine import Engine
-from fp4patch.environment import find_distribution, from_site_packages
-from fp4patch.spec import load_specs
+from fp4patch.target.environment import find_distribution, from_site_packages
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import SPECS_DIR, applied_site, release_site
 from .test_trace_fullgraph import COMMON, FULLGRAPH, KEYWORDS, MARK, _child, _kernel_params

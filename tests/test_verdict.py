@@ -1,4 +1,4 @@
-"""The recorded verdict (fp4patch/verdict.py) and the ``verify`` fast path (fp4patch/cli/entry.py).
+"""The recorded verdict (fp4patch/engine/verdict.py) and the ``verify`` fast path (fp4patch/cli/entry.py).
 
 ``apply`` records what ``verify`` answers; ``verify`` prints it only while every input is
 unchanged. Each test compares against ``FP4PATCH_NO_VERDICT=1``, which makes ``verify`` check
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch import verdict
+from fp4patch.engine import verdict
 from fp4patch.cli.entry import VerifyArguments, parse_verify
-from fp4patch.environment import TargetEnvironment, from_site_packages
-from fp4patch.spec import load_specs
+from fp4patch.target.environment import TargetEnvironment, from_site_packages
+from fp4patch.catalog.spec import load_specs
 
 from .conftest import REPO, SPECS_DIR, applied_site, run_cli, snapshot
 
@@ -256,8 +256,10 @@ def test_apply_records_the_verdict_while_holding_the_lock(site_060: Path, monkey
     leftovers; the verdict's temporary file must therefore only exist under the lock."""
     from typer.testing import CliRunner
 
-    from fp4patch import cli, files
-    from fp4patch.lock import held as _lock_held
+    from fp4patch import cli
+
+    from fp4patch.engine import files
+    from fp4patch.engine.lock import held as _lock_held
 
     held = []
     real = files.atomic_write

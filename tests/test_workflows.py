@@ -13,8 +13,8 @@ import jsonschema
 import libcst as cst
 import pytest
 
-from fp4patch.operations import OpState
-from fp4patch.spec import load_spec
+from fp4patch.codemods import OpState
+from fp4patch.catalog.spec import load_spec
 
 from .conftest import REPO, SPECS_DIR, run_cli, snapshot
 

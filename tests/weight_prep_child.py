@@ -4,7 +4,7 @@ Usage: python weight_prep_child.py '{"scan_probe": PATH, "calls": {label: {"form
 "out_dtype": DTYPE}}, "runs": {kind: [rows, ...]}}'; prints one line
 ``FP4PATCH-WEIGHTPREP-RESULT <json>``.
 
-With the scan's device stubs (``fp4patch/scan_probe.py``: an SM100 device on CPU), for the installed, patched
+With the scan's device stubs (``fp4patch/probes/scan_probe.py``: an SM100 device on CPU), for the installed, patched
 ``flashinfer.block_scale_interleave``:
 
 * "calls": each engine call form (``FORMS`` below, named by the test) compiled with

@@ -7,8 +7,9 @@ options (:mod:`.context`), one module per command (:mod:`.status`, :mod:`.diff`,
 annotations (:mod:`.render`), and the console script (:mod:`.entry`), which answers from the recorded verdict before
 typer is imported where nothing is to be done.
 
-What it may import: the engine and catalog modules of :mod:`fp4patch` (``engine``, ``environment``, ``spec``,
-``catalog``, ``verdict``, ``trace``, ``against``, ``scaffold``, ...). Those never import this package (nor write
+What it may import: every other subsystem (:mod:`fp4patch.tools`, :mod:`fp4patch.engine`, :mod:`fp4patch.checks`,
+:mod:`fp4patch.catalog`, :mod:`fp4patch.probes`, :mod:`fp4patch.target`, :mod:`fp4patch.ops`, the codemods of
+:mod:`fp4patch.codemods` and the base; ``docs/architecture.md``). None of them imports this package (nor writes
 to it): the dependency goes one way. Every command takes ``--python PATH`` or ``--site-packages DIR`` (the target
 environment), ``--spec ID`` (repeatable; default: the specs marked default) and ``--json``. Exit codes are listed in
 :mod:`fp4patch.errors` and the README.

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_OK
-from ..torch_support import check_torch
+from ..target.torch_support import check_torch
 from .context import context, header, required
 from .options import JsonOpt, PythonOpt, QuietOpt, SitePackagesOpt, SkipOpt, SpecOpt, SpecsDirOpt, StrictOpt, check_output_options
 from .render import apply_output
@@ -39,7 +39,7 @@ def apply(
 
     def body() -> int:
         check_output_options(as_json, None, quiet)
-        from ..verdict import Request, record
+        from ..engine.verdict import Request, record
 
         env, engine, selected = context(python, site_packages, specs_dir, spec, skip=skip)
         check_torch(env, "apply")  # below the supported torch: one line, nothing written

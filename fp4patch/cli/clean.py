@@ -24,7 +24,7 @@ def clean(
     """Remove fp4patch's state left for a distribution that was uninstalled or reinstalled. Never touches installed files."""
 
     def body() -> int:
-        from ..leftovers import clean as remove_leftovers
+        from ..engine.leftovers import clean as remove_leftovers
 
         removed, kept = remove_leftovers(environment(python, site_packages))
         if as_json:

@@ -15,14 +15,14 @@ from .render import JSON_SCHEMA_VERSION, err, out, wrap
 
 
 def environment(python: str | None, site_packages: Path | None):
-    """The target environment (:class:`fp4patch.environment.TargetEnvironment`) named by ``--python`` (a path) and/or
+    """The target environment (:class:`fp4patch.target.environment.TargetEnvironment`) named by ``--python`` (a path) and/or
     ``--site-packages`` (a directory); default: this interpreter's.
 
     Raises:
         fp4patch.errors.EnvironmentProblem: an interpreter that does not run, a directory that is not a site-packages
             (exit 2).
     """
-    from ..environment import resolve
+    from ..target.environment import resolve
 
     return resolve(python, site_packages)
 
@@ -35,8 +35,8 @@ def selection(specs_dir: Path | None, spec_ids: list[str] | None, all_specs: boo
         fp4patch.errors.UsageError: an unknown id, no spec selected, or specs of several distributions (exit 2).
         fp4patch.errors.SpecError: a malformed spec file (exit 2).
     """
-    from ..engine import select_specs
-    from ..spec import load_specs
+    from ..catalog.spec import load_specs
+    from ..engine.coordinator import select_specs
 
     specs = load_specs(specs_dir)
     selected = specs if all_specs and not spec_ids else select_specs(specs, spec_ids, skip)
@@ -57,11 +57,11 @@ def context(
 
     Raises:
         fp4patch.errors.Fp4PatchError: as :func:`environment` and :func:`selection`; the distribution not installed
-            there (:class:`fp4patch.environment.NotInstalled`, exit 2).
+            there (:class:`fp4patch.target.environment.NotInstalled`, exit 2).
     """
-    from ..catalog import load_catalog
-    from ..engine import Engine
-    from ..environment import find_distribution
+    from ..catalog.catalog_file import load_catalog
+    from ..engine.coordinator import Engine
+    from ..target.environment import find_distribution
 
     specs, selected, distribution = selection(specs_dir, spec_ids, all_specs, skip)
     env = env or environment(python, site_packages)
@@ -96,7 +96,7 @@ def required(selected, spec_ids: list[str] | None, strict: bool) -> frozenset[st
 
 def specs_options(specs_dir: Path | None) -> tuple[str, ...]:
     """``("--specs-dir", D)`` as a command was given it, or ``()``: with the environment's own
-    options (:attr:`fp4patch.environment.TargetEnvironment.options`), what a command it advises
+    options (:attr:`fp4patch.target.environment.TargetEnvironment.options`), what a command it advises
     repeats to work on the same environment with the same specs (:meth:`fp4patch.engine.Engine.command`,
     :func:`fp4patch.cli.render.advice.apply_command`)."""
     return ("--specs-dir", str(specs_dir)) if specs_dir else ()
@@ -112,7 +112,7 @@ def print_lines(lines: list[str]) -> None:
 def release_note(engine) -> list[str]:
     """For a release the catalog does not list: one line saying so, how the specs were placed,
     and that the kernels are C++ (``verify --opcheck`` on a GPU); [] for a listed release."""
-    from ..evidence import OPCHECK_NOTE
+    from ..catalog.evidence import OPCHECK_NOTE
 
     if engine.catalog.lists(engine.dist.version):
         return []

@@ -65,7 +65,7 @@ def diff(
 
 
 def diff_stat(plans) -> list[str]:
-    """``diff --stat`` for ``plans`` (:class:`fp4patch.plan.FilePlan`, each with ``relative``, ``specs`` and
+    """``diff --stat`` for ``plans`` (:class:`fp4patch.engine.plan.FilePlan`, each with ``relative``, ``specs`` and
     ``unified_diff()``): per file ``path  +added -removed  (specs)``, aligned, then a total line."""
     rows = []
     for plan in plans:

@@ -2,7 +2,7 @@
 
 ``fp4patch verify`` right after ``fp4patch apply`` is what CI jobs and Docker builds run most.
 When its arguments are only ``--python``, ``--site-packages``, ``--spec``, ``--specs-dir``,
-``--skip``, ``--strict``, ``--json``, ``--format``, ``--applicable`` and ``--quiet``, and :func:`fp4patch.verdict.lookup`
+``--skip``, ``--strict``, ``--json``, ``--format``, ``--applicable`` and ``--quiet``, and :func:`fp4patch.engine.verdict.lookup`
 finds a verdict whose every input is unchanged, the recorded reports are printed through
 :mod:`fp4patch.cli.render` (the same code the full command uses) without importing typer, pydantic,
 libcst or the spec loader. In every other case — other options, a miss, any error — nothing
@@ -119,8 +119,8 @@ def parse_command(argv: list[str]) -> CommandArguments | None:
 def command_recorded(args: CommandArguments) -> int | None:
     """Answer ``apply``/``diff``/``status`` from the recorded verdict (module docstring) and return exit code 0, or
     return None (a miss; nothing printed)."""
-    from ..environment import from_python, resolve, start_probe
     from ..errors import EXIT_OK, Fp4PatchError
+    from ..target.environment import from_python, resolve, start_probe
 
     try:
         started = start_probe(args.python) if args.python else None
@@ -128,7 +128,7 @@ def command_recorded(args: CommandArguments) -> int | None:
         return None
     import importlib.metadata  # noqa: F401
 
-    from ..verdict import Request, lookup
+    from ..engine.verdict import Request, lookup
 
     try:
         env = from_python(args.python, started) if started else resolve(None, args.site_packages)
@@ -213,8 +213,8 @@ def parse_verify(argv: list[str]) -> VerifyArguments | None:
 def verify_recorded(args: VerifyArguments) -> int | None:
     """Print the recorded verdict for ``args`` and return exit code 0, or return None (a miss;
     nothing printed)."""
-    from ..environment import from_python, resolve, start_probe
     from ..errors import EXIT_OK, Fp4PatchError
+    from ..target.environment import from_python, resolve, start_probe
 
     try:
         started = start_probe(args.python) if args.python else None
@@ -223,14 +223,14 @@ def verify_recorded(args: VerifyArguments) -> int | None:
     # imported while the target interpreter starts (on two cores, mostly in parallel with it)
     import importlib.metadata  # noqa: F401
 
+    from ..engine.verdict import Request, lookup
     from ..states import SATISFIED, UNSUPPORTED
-    from ..verdict import Request, lookup
 
     try:
         env = from_python(args.python, started) if started else resolve(None, args.site_packages)
     except Fp4PatchError:
         return None
-    from ..torch_support import installed_torch, supported
+    from ..target.torch_support import installed_torch, supported
 
     torch_version = installed_torch(env)
     if torch_version is not None and not supported(torch_version):

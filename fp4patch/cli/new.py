@@ -1,5 +1,5 @@
 """``fp4patch new``: scaffold a spec for a function of an installed distribution, or with ``--add-target`` a target
-of an existing spec for the installed release (:mod:`fp4patch.scaffold`).
+of an existing spec for the installed release (:mod:`fp4patch.tools.scaffold`).
 
 Writes one spec file. Exit codes: 0 once written; 2 for a usage error (no ``--function``, ``--function`` with
 ``--add-target``, a function that cannot be found, a file that exists without ``--force``) or an environment that
@@ -49,15 +49,15 @@ def new(
     """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case), or with --add-target a target of an existing spec for the installed release."""
 
     def body() -> int:
-        from ..environment import find_distribution
         from ..locations import builtin_specs_dir
-        from ..scaffold import scaffold
+        from ..target.environment import find_distribution
+        from ..tools.scaffold import scaffold
 
         directory = specs_dir or Path("patches")
         where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
         if add_target:
-            from ..fingerprint import ModuleReader
-            from ..scaffold import add_target as start_target
+            from ..catalog.fingerprint import ModuleReader
+            from ..tools.scaffold import add_target as start_target
 
             if function:
                 raise UsageError("--add-target starts from an existing spec's target; drop --function")

@@ -37,7 +37,7 @@ def revert(
     def body() -> int:
         check_output_options(as_json, None, quiet)
         _, engine, _ = context(python, site_packages, specs_dir, None, all_specs=True)
-        from ..selection import check_known
+        from ..engine.selection import check_known
 
         check_known(spec or [], [s.id for s in engine.specs])  # a typo is "unknown spec", as in every other command
         if spec and engine.store.load() is None and not engine.interrupted():

@@ -87,12 +87,12 @@ def command_name() -> str:
 
 def error_message(exc: Fp4PatchError) -> str:
     """The one line an error ends a command with: its message, and for a distribution that is not
-    installed (:class:`fp4patch.environment.NotInstalled`), what fp4patch left there for it
-    (:func:`fp4patch.leftovers.gone_note`)."""
-    from ..environment import NotInstalled
+    installed (:class:`fp4patch.target.environment.NotInstalled`), what fp4patch left there for it
+    (:func:`fp4patch.engine.leftovers.gone_note`)."""
+    from ..target.environment import NotInstalled
 
     if isinstance(exc, NotInstalled):
-        from ..leftovers import gone_note
+        from ..engine.leftovers import gone_note
 
         return str(exc) + gone_note(exc.env, exc.name)
     return str(exc)

@@ -1,7 +1,7 @@
 """``fp4patch scan``: each FP4/FP8 quantization, GEMM and MoE function under torch.compile(fullgraph=True) on CPU.
 
 A report, not a check: one child interpreter (the target's) compiles one representative call per function on fake
-CUDA tensors (:func:`fp4patch.trace.run_scan`). Exit codes: 0 when the scan ran, whatever compiles; 2 for a usage
+CUDA tensors (:func:`fp4patch.checks.trace.run_scan`). Exit codes: 0 when the scan ran, whatever compiles; 2 for a usage
 error (an unknown ``--function`` or ``--skip``) or a target that cannot import torch or FlashInfer
 (:mod:`fp4patch.errors`).
 """
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_OK, UsageError
-from ..torch_support import check_torch
+from ..target.torch_support import check_torch
 from .context import context, environment
 from .options import JsonOpt, PythonOpt, QuietOpt, SitePackagesOpt, SkipOpt
 from .render import JSON_SCHEMA_VERSION, is_terminal, out, scan_lines, scan_summary, scan_table, skipped_lines, wrap
@@ -40,11 +40,11 @@ def scan(
     """
 
     def body() -> int:
-        from ..trace import declare_not_needed, leave_out, probe_release_data, run_scan
+        from ..checks.trace import declare_not_needed, leave_out, probe_release_data, run_scan
 
         if skip:  # an unknown id is the same usage error as in apply and verify
-            from ..selection import select_specs
-            from ..spec import load_specs
+            from ..catalog.spec import load_specs
+            from ..engine.selection import select_specs
 
             select_specs(load_specs(None), None, skip)
         names = scan_names(only)
@@ -84,7 +84,7 @@ def scan_names(only: list[str] | None) -> list[str] | None:
     """
     if not only:
         return only
-    from ..trace import scan_entries
+    from ..checks.trace import scan_entries
 
     known = [e["name"] for e in scan_entries()]
     names = list(dict.fromkeys(n for name in only for n in ([k for k in known if k == name or k.split("[")[0] == name] or [name])))

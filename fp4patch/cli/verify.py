@@ -2,7 +2,7 @@
 
 ``--trace`` also compiles the probe's cases and the applied specs' functions with fullgraph=True on fake CUDA tensors
 in the target interpreter, ``--opcheck`` runs ``torch.library.opcheck`` against the real kernels (a GPU), and
-``--against``/``--wheel``/``--sdist`` check a release unpacked in a temporary directory (:mod:`fp4patch.against`).
+``--against``/``--wheel``/``--sdist`` check a release unpacked in a temporary directory (:mod:`fp4patch.tools.against`).
 A plain ``verify`` right after ``apply`` is answered from the recorded verdict, by the console script before typer is
 imported (:mod:`fp4patch.cli.entry`) or here.
 
@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, Fp4PatchError, UsageError
-from ..torch_support import check_torch
+from ..target.torch_support import check_torch
 from .context import context, environment, header, print_lines, required, selection, specs_options
 from .options import (
     FormatOpt,
@@ -86,8 +86,8 @@ def verify(
         return
 
     def body() -> int:
-        from ..engine import SATISFIED
-        from ..verdict import Request, lookup
+        from ..engine.coordinator import SATISFIED
+        from ..engine.verdict import Request, lookup
 
         request = Request.of(spec, specs_dir, strict, skip)
         ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if request.required else {"unsupported"})
@@ -120,8 +120,8 @@ def verify(
         cases = functions = None
         trace_note = ""
         if trace:
-            from ..cpu_check import TRACED_SPEC
-            from ..trace import entries_for_specs, probe_release_data, run_probe, run_scan
+            from ..checks.cpu_check import TRACED_SPEC
+            from ..checks.trace import entries_for_specs, probe_release_data, run_probe, run_scan
 
             if TRACED_SPEC in (skip or ()):  # the probe's cases are fp4_quantize's: they go with its spec
                 trace_note = f"the trace probe's fp4_quantize cases are {TRACED_SPEC}'s, left out with --skip {TRACED_SPEC}"
@@ -141,7 +141,7 @@ def verify(
                 ok = ok and all(r.get("passed") for r in functions)
         checked = None
         if opcheck:
-            from ..trace import run_opcheck
+            from ..checks.trace import run_opcheck
 
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
@@ -160,7 +160,7 @@ def verify(
 def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, against, wheel, sdist, github=False, skip=None, strict=False) -> int:
     """``verify --against NAME==VERSION`` / ``--wheel FILE`` / ``--sdist FILE`` (the options of :func:`verify`): the
     release unpacked in a temporary directory, each spec checked on the pristine copy and after patching it
-    (:func:`fp4patch.against.check_against`); printed as JSON, annotations or text.
+    (:func:`fp4patch.tools.against.check_against`); printed as JSON, annotations or text.
 
     Returns:
         0 when every spec applies to the release, else 1.
@@ -169,9 +169,9 @@ def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, a
         fp4patch.errors.UsageError: with ``--site-packages`` (exit 2).
         fp4patch.errors.Fp4PatchError: a release that cannot be fetched or unpacked, an unusable download cache.
     """
-    from ..against import check_against, resolve_archive
-    from ..catalog import load_catalog
-    from ..environment import from_python
+    from ..catalog.catalog_file import load_catalog
+    from ..target.environment import from_python
+    from ..tools.against import check_against, resolve_archive
 
     if site_packages:
         raise UsageError("--against/--wheel/--sdist check a release in a temporary directory; drop --site-packages")
@@ -203,7 +203,7 @@ def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, a
                 payload["trace_functions"] = report.trace_functions
         print(json.dumps({"schema": JSON_SCHEMA_VERSION, **payload}, indent=2))
     elif github:
-        from ..engine import SATISFIED
+        from ..engine.coordinator import SATISFIED
 
         prefix = f"{report.distribution} {report.version}: "
         github_annotations(
@@ -239,12 +239,12 @@ def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, a
 
 
 def print_changes(engine, selected) -> None:
-    """``verify --show-changes``: on stderr, the hunks of each spec's code (``selected``: :class:`fp4patch.spec.Spec`)
-    against the nearest verified release (:func:`fp4patch.evidence.changed_hunks`), or why they cannot be fetched.
+    """``verify --show-changes``: on stderr, the hunks of each spec's code (``selected``: :class:`fp4patch.catalog.spec.Spec`)
+    against the nearest verified release (:func:`fp4patch.catalog.evidence.changed_hunks`), or why they cannot be fetched.
     ``engine``: the :class:`fp4patch.engine.Engine` of the installed release. Raises nothing of its own."""
     import tempfile
 
-    from ..evidence import changed_hunks
+    from ..catalog.evidence import changed_hunks
 
     with tempfile.TemporaryDirectory(prefix="fp4patch-changes-") as scratch:
         for spec in selected:

@@ -1,5 +1,10 @@
 """The op-source language: rendering ``patches/<distribution>/ops/<function>.py`` as a custom op.
 
+What it owns: the language of op sources (``docs/op-source.md``), its checks, the rendering of a block that
+registers a ``torch.library.custom_op`` and its fake, and the rendered-op cache. What it may import: the codemods of
+:mod:`fp4patch.codemods` (the block is appended by their transformer; only ``cache`` imports them) and the base
+(``docs/architecture.md``).
+
 One module per construct of ``docs/op-source.md``, each owning its checks, its rendering and its
 ``EXAMPLES`` (before/after cases that ``tests/test_op_constructs.py`` runs through the renderer). A module
 imports only the modules listed before it here (and the standard library; libcst inside functions):

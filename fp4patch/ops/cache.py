@@ -18,7 +18,7 @@ directory at all (``docker run -u 12345``: no HOME, no passwd entry), is skipped
 concurrent reader sees a whole entry or none.
 
 May import: the standard library, libcst (to read its version), :mod:`fp4patch.ops.render` and, for the
-block index, :mod:`fp4patch.operations.base` and :mod:`fp4patch.operations.append_to_module`; nothing
+block index, :mod:`fp4patch.codemods.base` and :mod:`fp4patch.codemods.append_to_module`; nothing
 in :mod:`fp4patch.ops` imports this module.
 """
 
@@ -61,7 +61,7 @@ def _hash_renderer() -> str:
     read as its own (it did: a test process that outlived a merge cached the old bmm_fp8 block)."""
     import libcst
 
-    from ..operations import append_to_module, base
+    from ..codemods import append_to_module, base
 
     # the block and redirect come from fp4patch/ops/ (every file: a change anywhere in the language is another
     # entry); block_index from statement_key (base.py) and _shape (append_to_module.py): an fp4patch that
@@ -105,7 +105,7 @@ def render_cached(target: CustomOpTarget) -> Rendered:
     if cached is not None:
         return cached
     rendered = render(target)
-    from ..operations.append_to_module import block_index
+    from ..codemods.append_to_module import block_index
 
     rendered = dataclasses.replace(rendered, block_index=block_index(rendered.block))
     _write(path, name, rendered)

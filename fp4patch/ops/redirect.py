@@ -6,7 +6,7 @@ call goes to ``entry`` with every parameter of the release by keyword (:func:`_r
 refusals first, :mod:`fp4patch.ops.guard`). Also the module-level code of the block that the redirect reads
 (:func:`_tail_state`: the torch support test against :data:`TORCH_FLOOR`, the op's registration on first need,
 the thread-local ``inside_op``, the tracing test, the compiler flag), and the two pieces its tests call
-(:func:`_set_piece`: the set-whole check of :mod:`fp4patch.set_stamp` and the load hint :data:`LOAD_HINT` an
+(:func:`_set_piece`: the set-whole check of :mod:`fp4patch.engine.set_stamp` and the load hint :data:`LOAD_HINT` an
 exported program's op node carries). What Dynamo traces instead of the wrapper is :mod:`fp4patch.ops.wrapper_copy`'s.
 
 May import: the standard library, :mod:`fp4patch.ops.source` and :mod:`fp4patch.ops.guard`.
@@ -18,7 +18,7 @@ from .guard import _carried_guard
 from .source import EXAMPLE_SOURCE, CustomOpTarget, Example
 
 #: The oldest torch (major, minor) the rendered code supports: below it, or without the torch APIs it relies
-#: on, a patched wrapper behaves as unpatched (``docs/eager-stays-eager.md``; ``fp4patch.torch_support``
+#: on, a patched wrapper behaves as unpatched (``docs/eager-stays-eager.md``; ``fp4patch.target.torch_support``
 #: refuses such a target environment before anything is written).
 TORCH_FLOOR = (2, 7)
 
@@ -140,7 +140,7 @@ def _set_piece(fn: str) -> str:
     """Two pieces of the rendered block, after the wrapper copies' code (:mod:`fp4patch.ops.wrapper_copy`):
 
     - the check that FlashInfer's patched files loaded in this process are one whole set
-      (:mod:`fp4patch.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
+      (:mod:`fp4patch.engine.set_stamp`): ``_fp4patch_<fn>_set_whole()``, which the redirect's trace tests call before they
       enter the op; per-apply values (the token) are in the stamp, outside the fingerprinted code;
     - ``_fp4patch_<fn>_with_load_hint(entry)``, the entry the redirect calls once the op is registered: the op's
       node in a graph it traces carries, in its ``custom`` metadata, what a program loaded where FlashInfer was not

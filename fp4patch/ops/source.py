@@ -55,7 +55,7 @@ class Rendered:
         redirect: statements inserted first in the wrapper (after its docstring).
         block: module-level code appended to the wrapper's module.
         block_index: ``(statement keys, first statement's (type, name))`` of ``block``
-            (:func:`fp4patch.operations.append_to_module.block_index`), filled in by the op cache
+            (:func:`fp4patch.codemods.append_to_module.block_index`), filled in by the op cache
             (:mod:`fp4patch.ops.cache`) so that checking an appended block needs no parse; None
             from :func:`~fp4patch.ops.render.render` itself.
     """
@@ -88,7 +88,7 @@ class CustomOpTarget:
             that default, since the release this target was verified on (``carried_from``), on a
             release fp4patch does not list (``carried_release``): the redirect refuses, while
             compiling, any other value of it (:func:`fp4patch.ops.guard._carried_guard`); nothing else
-            changes. Set by :func:`fp4patch.evidence.carried_target`, never by a spec.
+            changes. Set by :func:`fp4patch.catalog.evidence.carried_target`, never by a spec.
     """
 
     function: str

@@ -2,7 +2,7 @@
 
 Reports here are the dicts of ``--json`` (:meth:`fp4patch.engine.SpecReport.to_json`, described
 by ``docs/json-schema.json``), so that a report computed now and one recorded by ``apply``
-(:mod:`fp4patch.verdict`) print the same bytes. One module per format: :mod:`.text` (aligned plain lines, ANSI-coloured
+(:mod:`fp4patch.engine.verdict`) print the same bytes. One module per format: :mod:`.text` (aligned plain lines, ANSI-coloured
 on a terminal, in logs and on terminals alike) over :mod:`.terminal` (consoles, colour, wrapping), :mod:`.json_output`,
 :mod:`.github`; :mod:`.advice` says what to run next; :mod:`.output` picks the format for each command. rich is imported
 only for the consoles ``out`` and ``err`` and the scan's table (never by ``verify_output``), typer and libcst never:

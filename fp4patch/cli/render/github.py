@@ -38,7 +38,7 @@ def github_annotations(
 ) -> None:
     """GitHub Actions workflow commands on stdout: a ``::notice`` per passing spec; per failing
     spec one ``::error`` at the spec file's target line and one at the upstream function's line
-    (``specs`` maps ids to :class:`fp4patch.spec.Spec` for those; required when one fails), and an
+    (``specs`` maps ids to :class:`fp4patch.catalog.spec.Spec` for those; required when one fails), and an
     ``::error`` per failed trace case and per patched function of the scan that does not compile
     (``functions``). ``interrupted`` (:meth:`fp4patch.engine.Engine.interrupted`: an interrupted
     apply, stale bytecode) is an ``::error`` of its own, first: verify fails on it even when every

@@ -2,7 +2,7 @@
 
 Owns what ``status``, ``apply``, ``verify`` and ``scan`` print as text, from reports as plain data (the ``--json``
 dicts of :meth:`fp4patch.engine.SpecReport.to_json`), so that a report computed now and one recorded by ``apply``
-(:mod:`fp4patch.verdict`) print the same bytes. Standard library only, but :func:`scan_table` (rich, for a terminal).
+(:mod:`fp4patch.engine.verdict`) print the same bytes. Standard library only, but :func:`scan_table` (rich, for a terminal).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def inherited_lines(version: str, reports: list[dict[str, Any]], each: bool = Tr
     description ("0.7.5: fp4-quantize-fullgraph, mm-fp4-fullgraph as verified on 0.7.4, same code";
     with ``each`` false only the last line), then the note that the C++ kernels are not compared
     (run ``verify --opcheck`` on a GPU). [] when no spec was taken on evidence."""
-    from ...evidence import INHERITED, OPCHECK_NOTE
+    from ...catalog.evidence import INHERITED, OPCHECK_NOTE
 
     taken = [r for r in reports if r.get("basis") and r["basis"]["kind"] in INHERITED and r["state"] not in ("drifted",)]
     if not taken:
@@ -83,7 +83,7 @@ def skipped_lines(skip: Iterable[str] | None) -> list[str]:
 
 
 def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
-    """``verify --trace`` cases (:mod:`fp4patch.trace`) as a title line and aligned rows: case,
+    """``verify --trace`` cases (:mod:`fp4patch.checks.trace`) as a title line and aligned rows: case,
     PASS/FAIL, graphs, graph breaks, custom ops, output layout (or the error's first line)."""
     passed = sum(1 for c in cases if c.get("passed"))
     rows = [[(h, "") for h in ("case", "result", "graphs", "breaks", "custom ops", "layout")]]
@@ -109,7 +109,7 @@ def trace_lines(cases: list[dict[str, Any]], color: bool = False) -> list[str]:
 
 
 def opcheck_lines(results: list[dict[str, Any]]) -> list[str]:
-    """Plain lines for ``verify --opcheck`` results (:func:`fp4patch.trace.run_opcheck`): a count per
+    """Plain lines for ``verify --opcheck`` results (:func:`fp4patch.checks.trace.run_opcheck`): a count per
     status, then one aligned line per case that did not pass (function, case, status, detail)."""
     counts = {status: sum(1 for r in results if r["status"] == status) for status in ("passed", "failed", "skipped")}
     lines = [f"opcheck against the real kernels: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"]
@@ -127,7 +127,7 @@ def scan_detail(r: dict[str, Any]) -> str:
     """One line for a scan result (``scan_probe.py``): ``compiles (1 graph, ops: ...)``, the Dynamo
     error's first line with the ``flashinfer/FILE.py:LINE`` where tracing stopped and that source
     line, or ``not present``."""
-    from ...scan_probe import describe
+    from ...probes.scan_probe import describe
 
     if r["status"] == "left-out":  # set by fp4patch (trace.leave_out): its spec left out with --skip
         return f"{r['declared']} (the scan saw: {r.get('scanned')})"
@@ -156,8 +156,8 @@ def scan_lines(results: list[dict[str, Any]]) -> list[str]:
 
 def scan_summary(results: list[dict[str, Any]]) -> str:
     """``N/M present functions compile as one graph``, then ``; K declared not needed (names)`` for the functions
-    a spec declares ``not-needed`` (:func:`fp4patch.trace.declare_not_needed`) and ``; J left out with --skip (names)``
-    for those whose spec ``--skip`` names (:func:`fp4patch.trace.leave_out`), which M does not count."""
+    a spec declares ``not-needed`` (:func:`fp4patch.checks.trace.declare_not_needed`) and ``; J left out with --skip (names)``
+    for those whose spec ``--skip`` names (:func:`fp4patch.checks.trace.leave_out`), which M does not count."""
     present = [r for r in results if r["status"] not in ("not-present", "not-needed", "left-out")]
     declared = [r["name"] for r in results if r["status"] == "not-needed"]
     skipped = [r["name"] for r in results if r["status"] == "left-out"]

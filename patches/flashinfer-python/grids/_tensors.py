@@ -1,6 +1,6 @@
 """How a case grid writes its values (see docs/spec-format.md, "Case grids"): shared by every grid.
 
-A grid reaches it as ``sibling("_tensors")`` (:func:`fp4patch.oracle.load_grid` gives every grid
+A grid reaches it as ``sibling("_tensors")`` (:func:`fp4patch.probes.oracle.load_grid` gives every grid
 ``sibling``). Standard library only: grids run where fp4patch is not installed.
 """
 

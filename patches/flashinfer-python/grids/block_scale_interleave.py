@@ -17,7 +17,7 @@ has it): the right buffer (returned, the caller's own tensor) and buffers of the
 FUNCTION = "block_scale_interleave"
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _size(rows, cols, experts=1):
@@ -26,7 +26,7 @@ def _size(rows, cols, experts=1):
 
 def cases(params, release):
     """The cases for a release whose wrapper takes ``params`` (``release``: the dtypes it asserts)."""
-    out, add = sibling("_tensors").collector()  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+    out, add = sibling("_tensors").collector()  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
     for m in (0, 1, 8, 127, 129):
         add(f"M={m} uint8 [M, 448]", [_t(m, 448, dtype="uint8")])
     add("3-D [4, 129, 448] uint8", [_t(4, 129, 448, dtype="uint8")])

@@ -31,7 +31,7 @@ BACKENDS = ("cublas", "cutlass", "auto", None)  # None: the parameter left at it
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = functools.partial(sibling("_tensors").tensor, dtype="float8_e4m3fn")  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = functools.partial(sibling("_tensors").tensor, dtype="float8_e4m3fn")  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _call(m, backend=None, dtype="bfloat16", out=False, out_dtype=None, a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn", batch=BATCH,
@@ -92,6 +92,6 @@ def stubs(oracle, recorder, flashinfer):
     import sys
 
     gb = sys.modules[inspect.unwrap(flashinfer.bmm_fp8).__module__]
-    with sibling("_gemm").gemm_stubs(  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+    with sibling("_gemm").gemm_stubs(  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
         oracle, recorder, gb, [flashinfer.bmm_fp8, *[getattr(gb, n) for n in ("fp8_gemm_sm100",) if hasattr(gb, n)]]):
         yield

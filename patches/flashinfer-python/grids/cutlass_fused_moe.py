@@ -26,7 +26,7 @@ M_GRID = (0, 1, 8, 127, 129)
 
 
 def _moe():
-    """``_moe.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    """``_moe.py`` beside this file (``fp4patch.probes.oracle.load_grid`` gives ``sibling``)."""
     return sibling("_moe")  # noqa: F821
 
 

@@ -45,7 +45,7 @@ CUTE_DSL_MODULES = ("kernels.nvfp4_quantize", "kernels.mxfp4_quantize")
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _env(**values):

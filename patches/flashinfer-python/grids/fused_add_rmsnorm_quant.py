@@ -17,7 +17,7 @@ FUNCTION = "fused_add_rmsnorm_quant"
 HIDDEN = 256
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _args(m, dtype="bfloat16", out_dtype="float8_e4m3fn", scale=None):

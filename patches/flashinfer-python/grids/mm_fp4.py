@@ -40,7 +40,7 @@ BACKENDS = ("cutlass", "trtllm", "auto", None)  # None: the parameter left at it
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = functools.partial(sibling("_tensors").tensor, dtype="uint8")  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = functools.partial(sibling("_tensors").tensor, dtype="uint8")  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _pad(x, y):
@@ -134,5 +134,5 @@ def stubs(oracle, recorder, flashinfer):
 
 
 def _gemm():
-    """``_gemm.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    """``_gemm.py`` beside this file (``fp4patch.probes.oracle.load_grid`` gives ``sibling``)."""
     return sibling("_gemm")  # noqa: F821

@@ -43,7 +43,7 @@ CUTE_DSL_MODULE = "kernels.mxfp8_quantize"
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _cute_dsl_cases(params):

@@ -34,7 +34,7 @@ PER_TOKEN_SCALE = 1.0 / (448.0 * 6.0)
 LAYOUTS = ("layout_128x4", "layout_8x4", "layout_linear")
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def _layout(name):

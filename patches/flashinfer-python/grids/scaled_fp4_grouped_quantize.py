@@ -14,12 +14,12 @@ OUTPUTS = ("x_q", "sf")
 
 
 #: a fake CUDA tensor of ``shape`` (``grids/_tensors.py``)
-_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+_t = sibling("_tensors").tensor  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def cases(params, release):
     """The cases for a release whose wrapper takes ``params`` (``release``: no data is read for this op)."""
-    out, add = sibling("_tensors").collector()  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+    out, add = sibling("_tensors").collector()  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
     mask, gs = _t(4, dtype="int32"), _t(4, dtype="float32")
     for m in (0, 1, 8, 127, 129):

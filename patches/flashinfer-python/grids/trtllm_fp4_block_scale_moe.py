@@ -39,7 +39,7 @@ EMPTY = ("do_finalize=False with no tokens: the C++ launcher hands back no exper
 
 
 def _moe():
-    """``_moe.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    """``_moe.py`` beside this file (``fp4patch.probes.oracle.load_grid`` gives ``sibling``)."""
     return sibling("_moe")  # noqa: F821
 
 

@@ -25,7 +25,7 @@ DYNAMIC_OUTPUT_SIZES = True
 
 def _base():
     """The ``trtllm_fp4_block_scale_moe`` grid beside this file (its M grid and reasons)."""
-    return sibling("trtllm_fp4_block_scale_moe")  # noqa: F821 - sibling: given by fp4patch.oracle.load_grid
+    return sibling("trtllm_fp4_block_scale_moe")  # noqa: F821 - sibling: given by fp4patch.probes.oracle.load_grid
 
 
 def cases(params, release):

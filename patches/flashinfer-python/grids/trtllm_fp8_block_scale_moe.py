@@ -34,7 +34,7 @@ UNFINALIZED = ("do_finalize=False: gemm2_output, expert_weights and expanded_idx
 
 
 def _moe():
-    """``_moe.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    """``_moe.py`` beside this file (``fp4patch.probes.oracle.load_grid`` gives ``sibling``)."""
     return sibling("_moe")  # noqa: F821
 
 

@@ -21,7 +21,7 @@ M_GRID = (0, 1, 8, 127, 129)
 
 
 def _block():
-    """``trtllm_fp8_block_scale_moe.py`` beside this file (``fp4patch.oracle.load_grid`` gives ``sibling``)."""
+    """``trtllm_fp8_block_scale_moe.py`` beside this file (``fp4patch.probes.oracle.load_grid`` gives ``sibling``)."""
     return sibling("trtllm_fp8_block_scale_moe")  # noqa: F821
 
 

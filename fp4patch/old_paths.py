@@ -1,0 +1,90 @@
+"""The import paths modules had before the subsystem folders (issue 26), kept working.
+
+``fp4patch.plan`` is :mod:`fp4patch.engine.plan`, ``fp4patch.operations.base`` is :mod:`fp4patch.codemods.base`,
+and so on for every module that moved (:data:`MOVED`, :data:`MOVED_PACKAGES`): the old name is an alias of the
+same module object (``sys.modules`` holds both), so attributes set through one are seen through the other and
+``python -m fp4patch.compat`` still runs the tool. :func:`install` puts :class:`OldPathFinder` last on
+``sys.meta_path``; it answers only names of :data:`MOVED` and :data:`MOVED_PACKAGES`, after the regular finders
+found nothing, and imports nothing until such a name is imported. New code imports the new paths
+(``docs/architecture.md`` is the map).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import CodeType, ModuleType
+
+_GROUPS = {
+    "engine": ("plan", "journal", "lock", "manifest", "recovery", "files", "bytecode", "install_record", "leftovers",
+               "set_stamp", "sources", "report", "selection", "verdict", "advice"),
+    "checks": ("trace", "fake_check", "cpu_check"),
+    "catalog": ("spec", "releases", "evidence", "fingerprint", "native"),
+    "probes": ("trace_probe", "fake_check_probe", "opcheck_probe", "scan_probe", "oracle"),
+    "target": ("environment", "torch_support"),
+    "tools": ("against", "compat", "scaffold"),
+}
+
+#: old module name -> the module it is now (``fp4patch.engine`` and ``fp4patch.catalog`` kept their names as
+#: packages, which offer the old modules' names lazily)
+MOVED: dict[str, str] = {
+    **{f"fp4patch.{m}": f"fp4patch.{group}.{m}" for group, names in _GROUPS.items() for m in names},
+    "fp4patch.custom_op": "fp4patch.ops.render",
+    "fp4patch.render": "fp4patch.cli.render",
+    "fp4patch.entry": "fp4patch.cli.entry",
+}
+#: old package -> the package it is now (every module under it moved with it)
+MOVED_PACKAGES: dict[str, str] = {"fp4patch.operations": "fp4patch.codemods"}
+
+
+def new_name(name: str) -> str | None:
+    """The module an old dotted ``name`` now is (``"fp4patch.plan"`` -> ``"fp4patch.engine.plan"``), or ``None``
+    for a name that did not move."""
+    if name in MOVED:
+        return MOVED[name]
+    for old, new in MOVED_PACKAGES.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old):]
+    return None
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads an old name as the module its new name imports (the same object)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing: the new name's import ran the module."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        """For ``python -m fp4patch.compat``: code that runs the new module as ``__main__`` (:func:`runpy.run_module`,
+        so that its relative imports resolve in its new package)."""
+        return compile(f"import runpy\nrunpy.run_module({self.target!r}, run_name='__main__', alter_sys=True)\n", f"<{fullname}>", "exec")
+
+    def is_package(self, fullname: str) -> bool:
+        spec = importlib.util.find_spec(self.target)
+        return bool(spec is not None and spec.submodule_search_locations is not None)
+
+
+class OldPathFinder(importlib.abc.MetaPathFinder):
+    """A meta path finder for the old names of moved modules (:func:`new_name`); ``None`` for every other name."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        new = new_name(fullname)
+        if new is None:
+            return None
+        loader = _AliasLoader(new)
+        return importlib.util.spec_from_loader(fullname, loader, is_package=loader.is_package(fullname))
+
+
+def install() -> None:
+    """Put one :class:`OldPathFinder` last on ``sys.meta_path`` (again after a reload: never twice)."""
+    if not any(type(f).__name__ == "OldPathFinder" and type(f).__module__ == __name__ for f in sys.meta_path):
+        sys.meta_path.append(OldPathFinder())
