@@ -46,7 +46,7 @@ import traceback
 M_DECODE, K_DECODE, N_DECODE, LAYERS = 8, 7168, 1024, 2
 REPEATS = 7
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROBE = os.path.join(HERE, "..", "fp4patch", "opcheck_probe.py")
+PROBE = os.path.join(HERE, "..", "fp4patch", "probes", "opcheck_probe.py")
 
 # The functions of the block, in call order; each is timed per call in phase 4.
 FUNCTIONS = (

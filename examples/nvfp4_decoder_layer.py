@@ -137,7 +137,7 @@ def _scan_probe():
 
     found = importlib.util.find_spec("fp4patch")
     base = Path(found.origin).parent if found and found.origin else Path(__file__).resolve().parent.parent / "fp4patch"
-    spec = importlib.util.spec_from_file_location("_fp4patch_scan_probe", base / "scan_probe.py")
+    spec = importlib.util.spec_from_file_location("_fp4patch_scan_probe", base / "probes" / "scan_probe.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
