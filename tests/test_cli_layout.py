@@ -27,7 +27,7 @@ def test_each_cli_module_is_small_and_says_what_it_owns(path: Path) -> None:
 
 
 def test_no_engine_module_imports_the_cli() -> None:
-    """The CLI imports the engine, never the other way round (fp4patch/render.py and entry.py only re-export)."""
+    """The CLI imports the engine, never the other way round (the old paths fp4patch.render and fp4patch.entry are aliases: fp4patch/old_paths.py)."""
     importers = []
     for path in (REPO / "fp4patch").rglob("*.py"):
         if CLI in path.parents or path.name in ("render.py", "entry.py", "__main__.py"):

@@ -163,7 +163,7 @@ def test_loader_messages_are_the_loaders() -> None:
     """Each quoted message is a string the spec loader raises (a string constant of fp4patch/catalog/spec.py)."""
     import ast
 
-    tree = ast.parse((REPO / "fp4patch" / "spec.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "fp4patch" / "catalog" / "spec.py").read_text(encoding="utf-8"))
     strings = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
     assert LOADER
     for message, line in LOADER:

@@ -1,6 +1,6 @@
 """Shared helpers of the FP4 quantizer op sources: the CUDA kernel path's output layout of ``fp4_quantize``.
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies the functions an op source imports from
 here (``from ._fp4_layout import _fp4_cuda_outputs``) into its rendered block, so nothing installed imports
 this file. Used by ``ops/fp4_quantize.py`` (its ``backend="cuda"`` fake) and ``ops/nvfp4_quantize.py``
 (``nvfp4_quantize``'s per-tensor CUDA path, which calls ``fp4_quantize`` with flags derived from

@@ -1,6 +1,6 @@
 """Shared helpers of the grouped quantizer op sources (the masked grouped-GEMM layout of MoE experts).
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies the functions an op source imports from
 here into its rendered block, so nothing installed imports this file. The layouts are those of
 ``flashinfer/quantization/fp4_quantization.py`` / ``fp8_quantization.py`` (0.6.7+; ``flashinfer/fp4_quantization.py``
 in 0.6.0), the same from 0.5.0 to 0.7.4.

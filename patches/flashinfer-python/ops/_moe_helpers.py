@@ -2,7 +2,7 @@
 ``trtllm_fp8_block_scale_moe``, ``trtllm_fp8_per_tensor_scale_moe``,
 ``cutlass_fused_moe``).
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies the functions an op source imports from
 here into its rendered block, and splices the signature-only ``_trtllm_fp4_moe_params`` into ``op``'s
 parameter list where it stands as ``_trtllm_fp4_moe_params: SPLICE``, so nothing installed imports this file.
 """

@@ -1,6 +1,6 @@
 """Shared helpers of the op sources whose wrapper takes ``nvfp4_4over6`` (FlashInfer 0.7.1+).
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies the functions an op source imports from
 here (``from ._nvfp4_4over6 import _nvfp4_4over6_code``) into its rendered block, so nothing installed
 imports this file. ``nvfp4_4over6`` crosses the custom-op schema as an int: -1 = argument omitted
 (``_UNSET``, FlashInfer's sentinel, a global of the wrapper's module from 0.7.1), 0 = ``None``; a

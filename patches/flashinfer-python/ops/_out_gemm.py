@@ -1,6 +1,6 @@
 """Shared helpers of the GEMM op sources whose custom op writes into ``out`` (``bmm_fp8``, ``mm_fp4``).
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies the functions an op source imports from
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies the functions an op source imports from
 here into its rendered block, so nothing installed imports this file.
 """
 

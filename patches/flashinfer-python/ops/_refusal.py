@@ -2,7 +2,7 @@
 and FlashInfer's own error raised from a fake as the first line of a compile error (``_first_line``; for the
 ``nvfp4_4over6`` codes of ``_nvfp4_4over6.py``: ``_check_nvfp4_4over6``).
 
-Not an op source: the renderer (``fp4patch/custom_op.py``) copies ``_refuse`` / ``_first_line`` into the rendered block of
+Not an op source: the renderer (``fp4patch/ops/render.py``) copies ``_refuse`` / ``_first_line`` into the rendered block of
 an op source that imports it (``from ._refusal import _refuse``), so nothing installed imports this file.
 
 Why ``torch._dynamo.exc.Unsupported``: Dynamo runs a custom op's fake inside ``get_fake_value``, which
