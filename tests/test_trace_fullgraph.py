@@ -266,7 +266,21 @@ try:
 except Exception as e:
     error = "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0])
 breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, error=error, result=result)))
+
+# after the compile, eager calls: an nvcc 12.6 toolkit beside this "12.8" torch answers them, as without fp4patch
+import os
+phase[0] = "eager"
+os.environ["CUDA_HOME"] = "/opt/cuda-12.6"
+
+
+def _nvcc(args, **kwargs):
+    calls.append(["eager", "check_output", repr(args)[:200]])
+    return "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.6, V12.6.85\n"
+
+
+subprocess.check_output = _nvcc
+eager = dict(version=str(cpp_ext.get_cuda_version()), at_least_12_8=cpp_ext.is_cuda_version_at_least("12.8"))
+print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, error=error, result=result, eager=eager)))
 """.replace("MARK", MARK)
 
 
@@ -297,6 +311,11 @@ def test_cuda_version_from_torch_keeps_subprocess_out_of_the_trace(tmp_path_fact
 
     patched = _child(applied_site(version, tmp_path_factory, CUDA), CUDA_CHILD, {})
     assert [c for c in patched["calls"] if c[0] == "trace"] == [], patched
+    # eager stays eager, also after a compile traced the function (functools.cache holds no traced value): the
+    # nvcc beside torch answers, so FlashInfer's JIT flags follow the toolkit that compiles (break-it run: nvcc 12.8
+    # beside a cu130 torch got sm_120f flags when the early return held in eager calls too)
+    assert patched["eager"] == {"version": "12.6", "at_least_12_8": False}, patched
+    assert [c[1] for c in patched["calls"] if c[0] == "eager"] == ["check_output"], patched
     if TORCH < Version("2.9"):
         # torch 2.7's and 2.8's Dynamo cannot trace the patched helper itself either: no subprocess in the trace, but
         # no graph; the patched FlashInfer functions are ops and never trace it (docs/eager-stays-eager.md)
