@@ -1,0 +1,75 @@
+"""The import paths of modules that moved into the subsystem folders (issue 26) keep working: ``fp4patch.plan`` is
+:mod:`fp4patch.engine.plan` (the same module object), a submodule of a moved package resolves under the new one,
+``python -m`` of an old path runs the new module, and importing :mod:`fp4patch` costs no more than the finder.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from fp4patch.old_paths import MOVED, MOVED_PACKAGES, new_name
+
+from .test_import_graph import SOURCE, modules
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_is_the_new_module(old: str) -> None:
+    assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+
+
+def test_every_module_that_moved_is_listed() -> None:
+    """The first commit of the folders (bc5f8bb) moved every flat module but the base; each old name is listed, and
+    no listed name points at a module that does not exist."""
+    now = set(modules(SOURCE))
+    assert set(MOVED.values()) <= now, sorted(set(MOVED.values()) - now)
+    flat_before = {"plan", "journal", "lock", "manifest", "recovery", "files", "bytecode", "install_record", "leftovers",
+                   "set_stamp", "sources", "report", "selection", "verdict", "advice", "trace", "fake_check", "cpu_check",
+                   "spec", "releases", "evidence", "fingerprint", "native", "trace_probe", "fake_check_probe",
+                   "opcheck_probe", "scan_probe", "oracle", "environment", "torch_support", "against", "compat",
+                   "scaffold", "custom_op", "render", "entry"}
+    assert {f"fp4patch.{m}" for m in flat_before} == set(MOVED)
+
+
+def test_a_submodule_of_a_moved_package_resolves_under_the_new_one() -> None:
+    import fp4patch.codemods.base
+    import fp4patch.operations.base
+
+    assert fp4patch.operations.base is fp4patch.codemods.base
+    assert new_name("fp4patch.operations.add_decorator") == "fp4patch.codemods.add_decorator"
+    assert new_name("fp4patch.engine.plan") is None and new_name("fp4patch.errors") is None
+    assert MOVED_PACKAGES == {"fp4patch.operations": "fp4patch.codemods"}
+
+
+def test_the_packages_that_kept_their_names_offer_the_old_modules_names() -> None:
+    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog as new_load
+    from fp4patch.engine import Engine, select_specs
+    from fp4patch.engine.coordinator import Engine as NewEngine
+    from fp4patch.engine.coordinator import select_specs as new_select
+
+    assert (Engine, select_specs, load_catalog) == (NewEngine, new_select, new_load)
+    with pytest.raises(AttributeError):
+        import fp4patch.engine
+
+        fp4patch.engine.no_such_name  # noqa: B018
+
+
+def test_python_m_of_an_old_path_runs_the_new_module() -> None:
+    done = subprocess.run([sys.executable, "-m", "fp4patch.compat", "--help"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--replay" in done.stdout
+
+
+def test_importing_fp4patch_imports_only_the_finder() -> None:
+    """The console script's fast path imports :mod:`fp4patch` first: the finder must not pull in importlib.abc
+    (importlib.resources, about 100 ms cold) or any fp4patch module besides itself."""
+    code = "import sys; before = set(sys.modules); import fp4patch; print(sorted(set(sys.modules) - before))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = ast.literal_eval(done.stdout)  # a printed list of module names
+    assert {m for m in loaded if m.startswith("fp4patch")} == {"fp4patch", "fp4patch.old_paths"}, loaded
+    assert not {"importlib.abc", "importlib.resources", "importlib.util"} & set(loaded), loaded
