@@ -18,8 +18,8 @@ from fp4patch.catalog.spec import Spec, Target, load_specs
 from .conftest import REPO, SPECS_DIR
 
 #: the fake check's probe and the kernel oracle, as the product runs them (by path)
-PROBE = REPO / "fp4patch" / "fake_check_probe.py"
-ORACLE = REPO / "fp4patch" / "oracle.py"
+PROBE = REPO / "fp4patch" / "probes" / "fake_check_probe.py"
+ORACLE = REPO / "fp4patch" / "probes" / "oracle.py"
 
 
 @cache

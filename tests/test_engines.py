@@ -75,7 +75,7 @@ def result(engine: str, flashinfer: str, tmp_path_factory, only: list[str], *spe
             site = applied_site(flashinfer, tmp_path_factory, *(s for s in specs if s != "default"))
         version = SGLANG if engine == "sglang" else VLLM
         params = {
-            "scan_probe": str(REPO / "fp4patch" / "scan_probe.py"),
+            "scan_probe": str(REPO / "fp4patch" / "probes" / "scan_probe.py"),
             "child_support": str(REPO / "tests" / "child_support.py"),
             "engine": str(engine_site(engine, version, sources_only=engine == "vllm")),
             "extra": [str(engine_site("msgspec", MSGSPEC))],

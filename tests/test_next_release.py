@@ -314,7 +314,7 @@ def test_a_compiled_call_at_the_default_is_one_graph_and_another_value_fails_wit
     (its synthetic ``ValueError``), as an eager call does — the argument is never dropped nor reinterpreted."""
     mark = "FP4PATCH-NEXT-RELEASE "
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(carried["site"]), str(REPO / "fp4patch" / "scan_probe.py"), mark],
+        [sys.executable, "-c", CHILD, str(carried["site"]), str(REPO / "fp4patch" / "probes" / "scan_probe.py"), mark],
         capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith(mark)), None)

@@ -118,7 +118,7 @@ def _refusal(function: str) -> str:
 
 def _run(tmp_path_factory, calls: dict, eager: dict | None = None, env: dict | None = None) -> dict:
     site = applied_site(VERSION, tmp_path_factory)
-    params = {"scan_probe": str(REPO / "fp4patch" / "scan_probe.py"), "calls": calls, "eager": eager or {}}
+    params = {"scan_probe": str(REPO / "fp4patch" / "probes" / "scan_probe.py"), "calls": calls, "eager": eager or {}}
     return child_json(site, CHILD, params, mark=MARK, timeout=900, env=env)
 
 

@@ -59,7 +59,7 @@ def child_result(tmp_path_factory):
     def get(version: str) -> dict:
         if version not in _results:
             site = applied_site(version, tmp_path_factory)
-            params = {"scan_probe": str(REPO / "fp4patch" / "scan_probe.py"), "hidden": HIDDEN, "runs": TOKEN_COUNTS}
+            params = {"scan_probe": str(REPO / "fp4patch" / "probes" / "scan_probe.py"), "hidden": HIDDEN, "runs": TOKEN_COUNTS}
             _results[version] = child_json(site, CHILD, params, mark=MARK, timeout=600)
         return _results[version]
 
@@ -150,7 +150,7 @@ print("FP4PATCH-OPBODY " + json.dumps(out))
 def test_op_body_runs_the_wrapper_on_the_callers_tensors(version: str, tmp_path_factory) -> None:
     site = applied_site(version, tmp_path_factory)
     names = {"rmsnorm_quant": ["out", "input"], "fused_add_rmsnorm_quant": ["out", "input", "residual"]}
-    params = {"oracle": str(REPO / "fp4patch" / "oracle.py"), "functions": names}
+    params = {"oracle": str(REPO / "fp4patch" / "probes" / "oracle.py"), "functions": names}
     result = child_json(site, OP_BODY_CHILD, params, mark="FP4PATCH-OPBODY ", timeout=600)
     assert len(result) == 4
     for key, r in result.items():

@@ -101,7 +101,7 @@ def child_result(tmp_path_factory):
             site = applied_site(version, tmp_path_factory)
             calls = {**CALLS, **CUTE_DSL}
             refusals = {n: kw for n, (_, kw) in {**REFUSALS, **(REFUSALS_074 if version == "0.7.4" else {})}.items()}
-            params = {"scan_probe": str(REPO / "fp4patch" / "scan_probe.py"), "hidden": HIDDEN, "calls": calls, "refusals": refusals, "runs": RUNS}
+            params = {"scan_probe": str(REPO / "fp4patch" / "probes" / "scan_probe.py"), "hidden": HIDDEN, "calls": calls, "refusals": refusals, "runs": RUNS}
             _results[version] = child_json(site, CHILD, params, mark=MARK, timeout=900)
         return _results[version]
 
@@ -199,7 +199,7 @@ def test_op_body_runs_the_wrapper_with_the_callers_scale(version: str, tmp_path_
     real wrapper: a float scale crossed the schema as a 0-d float64 tensor and reaches the kernel as the caller's
     float, a tensor scale as its value (the wrapper's own .item()); per tensor, the two outputs of fp4_quantize."""
     site = applied_site(version, tmp_path_factory)
-    params = {"oracle": str(REPO / "fp4patch" / "oracle.py"), "scale": PER_TOKEN_SCALE}
+    params = {"oracle": str(REPO / "fp4patch" / "probes" / "oracle.py"), "scale": PER_TOKEN_SCALE}
     result = child_json(site, OP_BODY_CHILD, params, mark="FP4PATCH-OPBODY ", timeout=600)
     for name, scale in (("float", PER_TOKEN_SCALE), ("tensor", 0.25)):
         r = result[name]

@@ -60,7 +60,7 @@ def _one_op(r: dict) -> bool:
 
 def _child(version: str, tmp_path_factory, calls: dict, runs: dict | None = None) -> dict:
     site = applied_site(version, tmp_path_factory)
-    params = {"scan_probe": str(REPO / "fp4patch" / "scan_probe.py"), "calls": calls, "runs": runs or {}}
+    params = {"scan_probe": str(REPO / "fp4patch" / "probes" / "scan_probe.py"), "calls": calls, "runs": runs or {}}
     return child_json(site, CHILD, params, mark=MARK, timeout=600)
 
 
@@ -166,7 +166,7 @@ print("FP4PATCH-OPBODY " + json.dumps(out))
 @pytest.mark.parametrize("version", VERSIONS)
 def test_op_body_runs_the_wrapper(version: str, tmp_path_factory) -> None:
     site = applied_site(version, tmp_path_factory)
-    got = child_json(site, OP_BODY_CHILD, {"oracle": str(REPO / "fp4patch" / "oracle.py")}, mark="FP4PATCH-OPBODY ", timeout=600)
+    got = child_json(site, OP_BODY_CHILD, {"oracle": str(REPO / "fp4patch" / "probes" / "oracle.py")}, mark="FP4PATCH-OPBODY ", timeout=600)
     r = got["op"]
     # the wrapper's own allocation (torch.empty: the recorder writes nothing into it) handed to the kernel
     assert r["kernels"] == ["block_scale_interleave_sm100"] and r["input_passed"] and r["result_is_kernel_output"], r
@@ -260,7 +260,7 @@ def test_opcheck_cases_reach_the_op_and_its_fake(tmp_path_factory) -> None:
     ``verify --opcheck``) find the patched op and are accepted by its fake: rows 1..129, cols 6 / 16 / 448, bfloat16,
     3-D, each giving the wrapper's flat size."""
     site = applied_site("0.7.4", tmp_path_factory)
-    got = child_json(site, OPCHECK_CASES_CHILD, {"probe_dir": str(REPO / "fp4patch")}, mark="FP4PATCH-OPCHECK-CASES ", timeout=600)
+    got = child_json(site, OPCHECK_CASES_CHILD, {"probe_dir": str(REPO / "fp4patch" / "probes")}, mark="FP4PATCH-OPCHECK-CASES ", timeout=600)
     assert got["op"].startswith("fp4patch::block_scale_interleave_"), got
     assert len(got["cases"]) >= 14, got["cases"]
     for name, r in got["cases"].items():

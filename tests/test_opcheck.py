@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (make test installs the CPU build)"),
 ]
 
-PROBE = Path(__file__).resolve().parent.parent / "fp4patch" / "opcheck_probe.py"
+PROBE = Path(__file__).resolve().parent.parent / "fp4patch" / "probes" / "opcheck_probe.py"
 
 
 def test_opcheck_without_a_gpu_says_so_in_one_line(tmp_path_factory) -> None:

@@ -356,7 +356,7 @@ def test_the_root_cause_behind_a_fake_tensor_error_is_shown(tmp_path_factory) ->
 
     site = applied_site("0.7.2", tmp_path_factory)
     done = subprocess.run(
-        [sys.executable, str(REPO / "fp4patch" / "scan_probe.py"), "--json", "--path", str(site), "--only", "mxfp8_grouped_quantize[cuda]",
+        [sys.executable, str(REPO / "fp4patch" / "probes" / "scan_probe.py"), "--json", "--path", str(site), "--only", "mxfp8_grouped_quantize[cuda]",
          "--forms", "nested"],
         capture_output=True, text=True, timeout=600, check=False,
     )
