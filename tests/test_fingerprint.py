@@ -161,8 +161,8 @@ def test_a_function_that_moved_to_another_module_is_placed_where_it_lives_now(tm
     (fp4_quantize's own code is 0.6.6's; its callers changed, so it waits for the CPU check), and it says so."""
     from packaging.version import Version
 
-    from fp4patch.tools.compat import cut_catalog
     from fp4patch.catalog.evidence import NEEDS_CHECK, resolve
+    from fp4patch.tools.replay import cut_catalog
 
     version = Version("0.6.7")
     spec = next(s for s in SPECS if s.id == "fp4-quantize-fullgraph")

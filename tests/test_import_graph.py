@@ -17,8 +17,9 @@ attribute ``.Engine``. Allowed in (:data:`ENGINE_MAKERS`):
   command (``_context``);
 - ``fp4patch.tools.against``: ``fp4patch against`` applies the selection to a fetched release in a temporary
   site-packages and reports each spec before and after;
-- ``fp4patch.tools.compat``: ``make compat`` replays every release (apply, trace, revert) and the catalogue cut at
-  each release, with the targets the full catalogue has evidence for (``evidenced``).
+- ``fp4patch.tools.compat``: ``make compat`` sweeps every release (apply, trace, revert);
+- ``fp4patch.tools.replay``: ``make compat``'s replay resolves each release on the catalogue cut before it, with the
+  targets the full catalogue has evidence for (``evidenced``).
 
 A part also takes no engine as an argument (a parameter named ``engine`` or annotated ``Engine``) outside those
 modules, save the functions of :data:`ENGINE_TAKERS_LEFT` (none since the CLI became a package: the commands pass
@@ -42,7 +43,7 @@ PACKAGE = "fp4patch"
 SOURCE = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: The modules that may call ``Engine(...)`` (module docstring); a module under a package named here is allowed too.
-ENGINE_MAKERS = frozenset({"fp4patch.engine.coordinator", "fp4patch.cli", "fp4patch.tools.against", "fp4patch.tools.compat"})
+ENGINE_MAKERS = frozenset({"fp4patch.engine.coordinator", "fp4patch.cli", "fp4patch.tools.against", "fp4patch.tools.compat", "fp4patch.tools.replay"})
 
 #: Functions outside :data:`ENGINE_MAKERS` that still take the engine, with what their caller (the CLI) should pass
 #: instead: ``changed_hunks`` the spec's resolution, the distribution and the released bytes; ``add_target`` the

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.tools import compat
+from fp4patch.tools import compat_report
 
 from .conftest import REPO
 
@@ -267,11 +267,11 @@ def test_the_section_replaces_its_own_and_keeps_the_rest(tmp_path: Path) -> None
 
 
 def test_make_compat_keeps_the_torch_section() -> None:
-    assert (compat.TORCH_BEGIN, compat.TORCH_END, compat.REPLAY_BEGIN) == (tm.BEGIN, tm.END, tm.REPLAY_BEGIN)
-    old = f"# old sweep\n\n{tm.BEGIN}\ntorch rows\n{tm.END}\n\n{compat.REPLAY_BEGIN}\nreplay rows\n{compat.REPLAY_END}\n"
-    text = compat.keep_sections("# new sweep\n", old)
-    assert text == f"# new sweep\n\n{tm.BEGIN}\ntorch rows\n{tm.END}\n\n{compat.REPLAY_BEGIN}\nreplay rows\n{compat.REPLAY_END}\n"
-    assert compat.keep_sections("# new sweep\n", "# no sections\n") == "# new sweep\n"
+    assert (compat_report.TORCH_BEGIN, compat_report.TORCH_END, compat_report.REPLAY_BEGIN) == (tm.BEGIN, tm.END, tm.REPLAY_BEGIN)
+    old = f"# old sweep\n\n{tm.BEGIN}\ntorch rows\n{tm.END}\n\n{compat_report.REPLAY_BEGIN}\nreplay rows\n{compat_report.REPLAY_END}\n"
+    text = compat_report.keep_sections("# new sweep\n", old)
+    assert text == f"# new sweep\n\n{tm.BEGIN}\ntorch rows\n{tm.END}\n\n{compat_report.REPLAY_BEGIN}\nreplay rows\n{compat_report.REPLAY_END}\n"
+    assert compat_report.keep_sections("# new sweep\n", "# no sections\n") == "# new sweep\n"
 
 
 def test_the_committed_section_is_the_committed_results() -> None:

@@ -271,8 +271,8 @@ def probe_plan(spec_id: str, release: dict[str, dict[str, Any]]) -> dict[str, An
     """What ``verify --trace`` compiles for spec ``spec_id`` on a release whose release data is ``release``
     (``{spec id: RELEASE}``, :func:`probe_release_data`), as plain data: each scan entry the spec covers (its
     default calls, the variants aside) with the argument pool it draws the call from and the release data's
-    choices (``scan_probe.planned_pool``), the forms each call is compiled in, and for ``fp4-quantize-fullgraph``
-    the trace probe's cases. Needs torch (the pools name dtypes), not FlashInfer. The catalog's evidence records
+    choices (``scan_calls.planned_pool``, offered by ``scan_probe``), the forms each call is compiled in, and for
+    ``fp4-quantize-fullgraph`` the trace probe's cases. Needs torch (the pools name dtypes), not FlashInfer. The catalog's evidence records
     its digest (:func:`probe_digest`) as part of what a release was traced with.
     """
     import torch
