@@ -131,3 +131,12 @@ def test_each_subsystem_package_says_what_it_owns_and_may_import(subsystem: str)
     assert "owns" in doc and "may import" in doc, f"fp4patch/{subsystem}/__init__.py: the docstring names neither"
     for other in ROWS[subsystem][1] - {"base"}:
         assert other in doc or other == "codemods" and "codemod" in doc, f"{subsystem}'s docstring does not name {other}"
+
+
+#: issue 26: a module a newcomer can read in one sitting
+MAX_LINES = 600
+
+
+def test_every_module_stays_under_600_lines() -> None:
+    long = {m: n for m, (path, _) in modules(SOURCE).items() if (n := len(path.read_text(encoding="utf-8").splitlines())) >= MAX_LINES}
+    assert not long, f"modules of {MAX_LINES} lines or more (split along a seam): {long}"
