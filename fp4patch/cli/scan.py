@@ -54,7 +54,10 @@ def scan(
         dist = engine.dist
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
         # each call's release-dependent arguments come from the release data the ops are rendered from
-        payload = run_scan(env, dist.site_packages if site_packages else None, only=names, release=probe_release_data({s.id: engine.resolve(s).targets for s in selected}))
+        payload = run_scan(
+            env, dist.site_packages if site_packages else None, only=names, release=probe_release_data({s.id: engine.resolve(s).targets for s in selected}),
+            expect=None if site_packages else dist.site_packages,
+        )
         # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
         results = leave_out(declare_not_needed(payload["results"], dist.version), skip)
         if as_json:

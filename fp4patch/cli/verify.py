@@ -126,7 +126,8 @@ def verify(
             if TRACED_SPEC in (skip or ()):  # the probe's cases are fp4_quantize's: they go with its spec
                 trace_note = f"the trace probe's fp4_quantize cases are {TRACED_SPEC}'s, left out with --skip {TRACED_SPEC}"
             else:
-                cases = run_probe(env, where if site_packages else None)
+                # --python / this interpreter: the probe imports what the target imports, and must find it where it was checked
+                cases = run_probe(env, where if site_packages else None, expect=None if site_packages else where)
                 ok = ok and bool(cases) and all(c.get("passed") for c in cases)
             # every function whose fullgraph spec is applied: the scan's call must compile as one graph,
             # called from a compiled function and handed to torch.compile directly
@@ -137,7 +138,7 @@ def verify(
                 else:
                     selected = list(specs_by_id.values())
                 release = probe_release_data({s.id: engine.resolve(s).targets for s in selected})
-                functions = run_scan(env, where if site_packages else None, only=names, release=release)["results"]
+                functions = run_scan(env, where if site_packages else None, only=names, release=release, expect=None if site_packages else where)["results"]
                 ok = ok and all(r.get("passed") for r in functions)
         checked = None
         if opcheck:
