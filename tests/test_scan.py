@@ -247,6 +247,18 @@ def test_unknown_function_is_a_usage_error() -> None:
     assert close.returncode == 2 and "did you mean mm_fp4[cutlass]?" in close.stderr
 
 
+@pytest.mark.parametrize(("given", "meant"), [
+    ("mm-fp4", "mm_fp4"),  # suggested bmm_fp8: the base name was no candidate, and '-' counted against it
+    ("MM_FP4", "mm_fp4"),
+    ("fp4-quantize", "fp4_quantize"),
+    ("nvfp4_quantize[per_token]", "nvfp4_quantize[per-token]"),
+])
+def test_a_misspelt_function_suggests_the_name_equal_but_for_dashes_and_case(given: str, meant: str) -> None:
+    done = run_cli("scan", "--function", given)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"fp4patch: error: --function {given}: not a scan entry; did you mean {meant}? choose from "), done.stderr
+
+
 def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:
     """`fp4patch scan --function mm_fp4`, as `scan --help` and docs/commands.md write it: each backend."""
     site = applied_site("0.6.0", tmp_path_factory)
