@@ -48,6 +48,7 @@ from .render import (
     trace_lines,
     use_color,
     verify_output,
+    workflow_command,
     wrap,
 )
 from .running import run_body
@@ -212,9 +213,9 @@ def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, a
             {r.spec.id: r.spec for r in report.pristine}, functions=report.trace_functions,
         )
         for line in report.drifted:
-            print(f"::error title=fp4patch --against {report.version}::{line}")
+            print(workflow_command("error", line, title=f"fp4patch --against {report.version}"))
         if report.catalog != "known":
-            print(f"::warning title=fp4patch --against {report.version}::{report.catalog_message}")
+            print(workflow_command("warning", report.catalog_message, title=f"fp4patch --against {report.version}"))
     else:
         style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
         color = use_color()
