@@ -114,6 +114,8 @@ def verify(
                     f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
                     f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
                 )
+            # a spec that is not applied yet, in a file apply refuses to write (a symbolic link): not "could be applied"
+            interrupted = interrupted or engine.apply_refusal(waiting)
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted:
             err.print(f"fp4patch: {interrupted}", markup=False)
