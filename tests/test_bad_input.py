@@ -422,6 +422,34 @@ def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> Non
     assert target.is_symlink() and real.read_bytes() == real_bytes
 
 
+def test_status_and_verify_say_that_apply_refuses_a_symlinked_target(tmp_path: Path, site_060: Path) -> None:
+    """`status` said `applicable` and `verify --applicable` passed while `apply` refused the linked file (exit 3):
+    both now give apply's own line, and `verify --applicable` fails (the spec cannot be applied as the files are)."""
+    target = site_060 / CPP_EXT
+    real = tmp_path / "elsewhere" / "cpp_ext.py"
+    real.parent.mkdir()
+    shutil.move(target, real)
+    os.symlink(real, target)
+    before = snapshot(site_060)
+    line = refused(run_cli("apply", "--spec", CUDA, *sp(site_060)), 3, str(target), "symbolic link")
+    reason = line.removeprefix("fp4patch: error: ")
+    status = json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)
+    assert status["apply_refused"] == reason, status["apply_refused"]
+    assert {r["id"]: r["state"] for r in status["specs"]}[CUDA] == "applicable"
+    text = run_cli("status", *sp(site_060), check=True).stdout
+    assert "apply refuses: " + reason in " ".join(text.split()), text
+    for args in (("--applicable",), ()):
+        verify = run_cli("verify", *args, "--spec", CUDA, *sp(site_060))
+        assert verify.returncode == 1, verify.stdout + verify.stderr
+        assert "verify: failed — " + reason in " ".join(verify.stdout.split()), verify.stdout
+    unchanged(site_060, before)
+    # a regular file again: nothing to refuse
+    target.unlink()
+    shutil.copyfile(real, target)
+    assert json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["apply_refused"] is None
+    assert run_cli("verify", "--applicable", "--spec", CUDA, *sp(site_060)).returncode == 0
+
+
 def test_uv_symlink_layout_names_every_link_and_the_reinstall(tmp_path: Path, site_060: Path) -> None:
     """`uv pip install --link-mode=symlink` links every file into uv's cache: the refusal names all the
     linked target files at once (not one per run) and the reinstall that gives regular files."""

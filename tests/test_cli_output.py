@@ -372,6 +372,26 @@ def test_new_names_the_module_that_defines_a_reexported_function(tmp_path_factor
     assert (tmp_path / "flashinfer-python" / "my-fix.toml").is_file()
 
 
+@pytest.mark.parametrize("given", ["--site-packages", "--python"])
+def test_new_on_a_patched_file_advises_the_revert_for_the_same_environment(site_060: Path, tmp_path: Path, given: str) -> None:
+    """`new` on a file fp4patch patched advised a bare `fp4patch revert`, which acts on fp4patch's own environment:
+    the advice (and the `next:` line after) repeat the --python / --site-packages given, and work as written."""
+    import shlex
+
+    env = {"PYTHONPATH": os.pathsep.join([str(site_060), os.environ.get("PYTHONPATH", "")])} if given == "--python" else None
+    where = (given, str(site_060) if given == "--site-packages" else sys.executable)
+    run_cli("apply", *where, "--spec", "cuda-version-from-torch", env=env, check=True)
+    args = ("new", "my-fix", "--function", "flashinfer.jit.cpp_ext:get_cuda_version", *where, "--specs-dir", str(tmp_path / "my specs"))
+    done = run_cli(*args, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    advised = shlex.join(["fp4patch", "revert", *where])
+    assert f"run `{advised}` first so the case shows the upstream function" in done.stderr, done.stderr
+    run_cli(*shlex.split(advised)[1:], env=env, check=True)
+    written = run_cli(*args, env=env, check=True).stdout
+    next_step = shlex.join(["fp4patch", "diff", *where, "--specs-dir", str(tmp_path / "my specs"), "--spec", "my-fix"])
+    assert f"then `{next_step}`" in written, written
+
+
 # ---------------------------------------------------------------------------- sdist, pip errors
 def _fresh_venv(where: Path) -> Path:
     """A venv as `python -m venv` makes it (its own pip and bundled setuptools, older than what

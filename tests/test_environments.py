@@ -489,6 +489,81 @@ def test_the_pip_line_installs_what_the_suites_trace_tests_install() -> None:
     assert f"$ {install_line('.demo/target/bin/python')}\n" in (REPO / "README.md").read_text()
 
 
+# --------------------------------------------------------------------------- a FlashInfer that shadows the installed one
+@pytest.fixture
+def shadowed_venv(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``(venv, shadow)``: a venv holding flashinfer-python 0.6.0 (hard links) to which the default specs were
+    applied (so a verdict is recorded), and a folder holding a ``flashinfer`` package without metadata (a source
+    checkout on the path: the import system takes it, ``importlib.metadata`` still finds the venv's)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv_site(venv)
+    shutil.rmtree(site)
+    shutil.copytree(release_site("0.6.0", tmp_path_factory), site, symlinks=True, copy_function=os.link)
+    run_cli("apply", "--python", str(venv / "bin" / "python"), "-q", check=True)
+    shadow = tmp_path / "checkout"
+    (shadow / "flashinfer").mkdir(parents=True)
+    (shadow / "flashinfer" / "__init__.py").write_text("raise ImportError('the static commands must not import this')\n")
+    return venv, shadow
+
+
+@pytest.mark.parametrize("how", ["PYTHONPATH", "pth"])
+def test_a_flashinfer_that_shadows_the_installed_one_is_refused_naming_both(shadowed_venv: tuple[Path, Path], how: str) -> None:
+    """`status`/`verify --python` read the venv's site-packages while the interpreter imports another flashinfer
+    (on PYTHONPATH; put first by a .pth line): they reported the venv's copy applied, the recorded verdict too. Now
+    one line, exit 2, naming the file imported, the site-packages read and what to do."""
+    venv, shadow = shadowed_venv
+    python, site = str(venv / "bin" / "python"), venv_site(venv)
+    assert run_cli("verify", "--python", python).returncode == 0  # unshadowed: applied
+    env: dict[str, str] = {}
+    if how == "PYTHONPATH":
+        env["PYTHONPATH"] = os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])
+        why, todo = f"({shadow} is on PYTHONPATH)", f"remove {shadow} from PYTHONPATH"
+    else:
+        pth = site / "aa-checkout.pth"
+        pth.write_text(f"import sys; sys.path.insert(0, {str(shadow)!r})\n")
+        why, todo = f"({pth} adds {shadow} to sys.path)", f"remove that line from {pth}"
+    for command in ("status", "verify", "apply", "scan"):
+        done = run_cli(command, "--python", python, env=env)
+        assert done.returncode == 2, (command, done.stdout[-2000:], done.stderr)
+        line = one_line_error(done.stderr)
+        assert f"{shadow / 'flashinfer' / '__init__.py'}: {python} imports flashinfer from here {why}" in line, line
+        assert f"not from {site.resolve()}, where fp4patch reads and patches flashinfer-python 0.6.0; {todo}" in line, line
+
+
+def test_a_flashinfer_in_the_current_directory_is_refused(shadowed_venv: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -c`/`-m` put the current directory first: a flashinfer there is what the target imports."""
+    from fp4patch.errors import EnvironmentProblem
+    from fp4patch.target.environment import find_distribution, from_python
+
+    venv, shadow = shadowed_venv
+    python = str(venv / "bin" / "python")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert find_distribution(from_python(python), "flashinfer-python").site_packages == venv_site(venv).resolve()
+    monkeypatch.chdir(shadow)
+    with pytest.raises(EnvironmentProblem) as refused:
+        find_distribution(from_python(python), "flashinfer-python")
+    assert f"({shadow} is the current directory, first on sys.path for `python -c` and `python -m`)" in str(refused.value)
+    assert str(refused.value).endswith("; run from another directory, so that the installed flashinfer is imported")
+
+
+@TORCH_SKIP
+def test_the_trace_probe_names_the_flashinfer_it_imported(target_venv: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`verify --trace --python` ran its probes with whatever flashinfer the target imported and failed every case
+    without saying which: the probe now refuses one imported from elsewhere than the site-packages checked, naming it."""
+    from fp4patch.checks.trace import run_probe
+    from fp4patch.errors import EnvironmentProblem
+    from fp4patch.target.environment import from_python
+
+    other = release_site("0.6.0", tmp_path_factory, bytecode=True)
+    site = venv_site(target_venv)
+    monkeypatch.setenv("PYTHONPATH", str(other))
+    with pytest.raises(EnvironmentProblem) as refused:
+        run_probe(from_python(str(target_venv / "bin" / "python")), expect=site, case_filter="M=1 K=64 ")
+    assert f"trace probe could not run: flashinfer was imported from {other / 'flashinfer' / '__init__.py'}, not from {site}" in str(refused.value)
+
+
 # ------------------------------------------------------------------ a root apply under umask 077, another user serving
 def _other_user_python() -> tuple[list[str], dict[str, str]] | None:
     """``(argv prefix, env)`` that runs this Python's torch and fp4patch as the user ``nobody`` (uid 65534): this

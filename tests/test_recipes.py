@@ -195,7 +195,7 @@ def test_github_workflow_steps_run(tmp_path: Path) -> None:
         outputs[name] = done.stdout
     # verify printed GitHub annotations: a notice per applied spec, no error
     verify = outputs["Patch and verify"]
-    assert "::notice title=fp4patch fp4-quantize-fullgraph: applied::" in verify
+    assert "::notice title=fp4patch fp4-quantize-fullgraph%3A applied::" in verify  # `:` escaped in a property
     assert "::error" not in verify
     against = outputs["Will the patches apply to the next release?"]
     assert f"flashinfer-python {job_env['FLASHINFER_NEXT']}: fp4-quantize-fullgraph applicable" in against

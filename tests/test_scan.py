@@ -132,6 +132,9 @@ def test_unpatched_every_function_fails_with_its_wall(linked_site, version: str)
         "compiles": 0, "fails": len(results) - len(gone) - len(DECLARED), "not-present": len(gone), "no-call": 0, "not-needed": len(DECLARED),
         "left-out": 0,
     }
+    if version == "0.6.0":  # docs/commands.md's unpatched 0.6.0 log ends in this line (it said 0/17)
+        summary = f"\n0/{payload['counts']['fails']} present functions compile as one graph; 1 declared not needed"
+        assert summary in (REPO / "docs" / "commands.md").read_text(), summary
 
 
 @pytest.mark.parametrize("version", ["0.6.0", "0.7.4"])
@@ -159,6 +162,15 @@ def test_after_apply_the_patched_functions_compile(tmp_path_factory, version: st
             assert all(f["passed"] and f["ops"] == r["ops"] for f in r["forms"].values()), r["forms"]
         elif r["status"] != "not-present":
             assert_wall_named(site, r)
+    # what the README and docs/commands.md say the scan counts after apply (they said 32 of 32 on 0.7.4 once it was 33)
+    present = [r for r in results if r["status"] not in ("not-present", "not-needed")]
+    counted = (sum(r["status"] == "compiles" for r in present), len(present))
+    assert counted[0] == counted[1], [r["name"] for r in present if r["status"] != "compiles"]  # "all", as they say
+    readme = re.search(r"(\d+) of (\d+) present on 0\.6\.0 and (\d+) of (\d+) on 0\.7\.4", " ".join((REPO / "README.md").read_text().split()))
+    commands = re.search(r"(\d+)/(\d+) on 0\.6\.0 and (\d+)/(\d+) on 0\.7\.4", " ".join((REPO / "docs" / "commands.md").read_text().split()))
+    assert readme and commands
+    for said in (readme, commands):
+        assert tuple(map(int, said.groups()[:2] if version == "0.6.0" else said.groups()[2:])) == counted, (said[0], version, counted)
     # the log form: one aligned line per function
     lines = [line for line in scan_lines(results) if line[2:3] != " "]  # a detail too long wraps under its column
     assert len(lines) == len(results)
@@ -245,6 +257,18 @@ def test_unknown_function_is_a_usage_error() -> None:
     assert done.stderr.startswith("fp4patch: error: --function no_such_function: not a scan entry; choose from fp4_quantize,")
     close = run_cli("scan", "--function", "mm_fp5[cutlass]")
     assert close.returncode == 2 and "did you mean mm_fp4[cutlass]?" in close.stderr
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ("mm-fp4", "mm_fp4"),  # suggested bmm_fp8: the base name was no candidate, and '-' counted against it
+    ("MM_FP4", "mm_fp4"),
+    ("fp4-quantize", "fp4_quantize"),
+    ("nvfp4_quantize[per_token]", "nvfp4_quantize[per-token]"),
+])
+def test_a_misspelt_function_suggests_the_name_equal_but_for_dashes_and_case(given: str, meant: str) -> None:
+    done = run_cli("scan", "--function", given)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"fp4patch: error: --function {given}: not a scan entry; did you mean {meant}? choose from "), done.stderr
 
 
 def test_a_base_name_selects_every_variant(tmp_path_factory) -> None:

@@ -168,7 +168,7 @@ def test_a_changed_spec_file_or_fp4patch_source_is_a_miss(applied_060: Path, tmp
     shutil.copytree(verdict.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(verdict, "PACKAGE_DIR", package)
     assert verdict.lookup(env, request) is not None  # same sources, other place: same digest
-    (package / "engine.py").write_text((package / "engine.py").read_text() + "\n# changed\n")
+    (package / "engine" / "coordinator.py").write_text((package / "engine" / "coordinator.py").read_text() + "\n# changed\n")
     assert verdict.lookup(env, request) is None
 
 

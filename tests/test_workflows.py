@@ -52,22 +52,44 @@ def test_schema_rejects_what_it_should() -> None:
         validate("error", {"schema": 1, "error": "x", "exit_code": 0})
 
 
+def parse_workflow_command(line: str) -> tuple[str, dict[str, str], str]:
+    """``(command, properties, message)`` of a workflow command as the Actions runner reads it (ActionCommand's v2
+    parser): the properties end at the first ``::``, split on ``,`` then on the first ``=``, each value unescaped
+    (``%0D``, ``%0A``, ``%3A``, ``%2C``, ``%25``), and the message unescaped (``%0D``, ``%0A``, ``%25``)."""
+    assert line.startswith("::"), line
+    end = line.index("::", 2)
+    command, _, given = line[2:end].partition(" ")
+    properties = {}
+    for pair in filter(None, given.split(",")):
+        name, _, value = pair.partition("=")
+        properties[name] = value.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+    message = line[end + 2:].replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
+    return command, properties, message
+
+
 def test_github_format_points_at_spec_and_upstream_line(site_060: Path) -> None:
-    cpp_ext = site_060 / CPP_EXT
+    """The file= property was written raw: a site-packages path holding `,` or `:` (a CI workspace named after a
+    matrix job) ended the property early, and the runner annotated a file that does not exist."""
+    site = site_060.parent / "ci,job:1 %25" / "site-packages"
+    site.parent.mkdir()
+    site_060.rename(site)
+    cpp_ext = site / CPP_EXT
     text = cpp_ext.read_text()
     cpp_ext.write_text(text.replace("subprocess.check_output(", "subprocess.run("))
-    done = run_cli("verify", *sp(site_060), "--spec", "cuda-version-from-torch", "--format", "github")
+    done = run_cli("verify", *sp(site), "--spec", "cuda-version-from-torch", "--format", "github")
     assert done.returncode == 1
-    errors = [line for line in done.stdout.splitlines() if line.startswith("::error ")]
+    errors = [parse_workflow_command(line) for line in done.stdout.splitlines() if line.startswith("::error ")]
     assert len(errors) == 2, done.stdout
     spec_path = SPECS_DIR / "flashinfer-python" / "cuda-version-from-torch.toml"
     spec_line = next(t.line for t in load_spec(spec_path).targets if t.file == CPP_EXT)
-    assert f"file={Path('patches/flashinfer-python/cuda-version-from-torch.toml')},line={spec_line}," in errors[0]
     def_line = next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith("def get_cuda_version"))
-    assert f"file={cpp_ext},line={def_line}," in errors[1]
-    for line in errors:
-        assert "title=fp4patch cuda-version-from-torch: drifted::" in line
-        assert "subprocess.check_output" in line.split("::", 2)[2]
+    assert [(e[1]["file"], e[1]["line"]) for e in errors] == [
+        (str(Path("patches/flashinfer-python/cuda-version-from-torch.toml")), str(spec_line)), (str(cpp_ext), str(def_line)),
+    ], done.stdout
+    for command, properties, message in errors:
+        assert command == "error" and set(properties) == {"file", "line", "title"}
+        assert properties["title"] == "fp4patch cuda-version-from-torch: drifted"
+        assert "subprocess.check_output" in message
 
 
 def test_github_format_notices_when_applied(site_060: Path) -> None:
@@ -75,6 +97,8 @@ def test_github_format_notices_when_applied(site_060: Path) -> None:
     done = run_cli("verify", *sp(site_060), "--format", "github", check=True)
     lines = done.stdout.splitlines()
     assert lines and all(line.startswith("::notice title=fp4patch ") for line in lines)
+    notices = [parse_workflow_command(line) for line in lines]
+    assert all(properties["title"] == "fp4patch {}: {}".format(*message.split()) for _, properties, message in notices), done.stdout
 
 
 def test_unknown_format_is_a_usage_error(site_060: Path) -> None:

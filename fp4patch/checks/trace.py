@@ -34,13 +34,16 @@ OPCHECK_PROBE = PROBES_DIR / "opcheck_probe.py"
 def _run_script(
     script: Path, args: list[str], env: TargetEnvironment, site_packages: Path | None, timeout: float, what: str,
     needs: str = "it needs torch and flashinfer's import-time dependencies there", label: str = "fp4patch verify --trace",
+    expect: Path | None = None,
 ) -> Any:
     """Run ``script --json ARGS`` with ``env.python``; its JSON output.
 
     ``site_packages`` (``--site-packages``, ``--against``) goes first on the probe's ``sys.path``
     through its ``--path`` option (unlike ``PYTHONPATH``, also under ``python -I``), and the probe
-    refuses a flashinfer imported from anywhere else. The probe is started with ``--python`` as
-    given, so a wrapper script's flags and environment apply.
+    refuses a flashinfer imported from anywhere else. ``expect`` (``--python``: the site-packages fp4patch
+    read) is not put on the path, but a flashinfer imported from anywhere else is refused all the same
+    (``--expect``; the probes of :mod:`fp4patch.probes` that take it), naming the file imported. The probe is
+    started with ``--python`` as given, so a wrapper script's flags and environment apply.
 
     Raises:
         EnvironmentProblem: the probe cannot start, times out, exits 2 (torch or flashinfer missing,
@@ -50,6 +53,8 @@ def _run_script(
     command = [env.python, str(script), "--json", *args]
     if site_packages is not None:
         command += ["--path", str(site_packages)]
+    elif expect is not None:
+        command += ["--expect", str(expect)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -61,6 +66,8 @@ def _run_script(
         raise EnvironmentProblem(f"{env.python}: {last}; `{label}` needs torch.compile")
     if done.returncode == 2 or not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        if done.returncode == 2 and last.startswith("flashinfer was imported from "):  # names the file and what to do
+            raise EnvironmentProblem(f"{env.python}: {what} could not run: {last}")
         if done.returncode == 2 and _missing_module(last):
             # an environment made for the static commands only (make demo's .demo/target: flashinfer with --no-deps)
             raise EnvironmentProblem(
@@ -95,9 +102,11 @@ def _missing_module(line: str) -> bool:
     return line.startswith(("cannot import torch:", "cannot import flashinfer: ModuleNotFoundError"))
 
 
-def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "") -> list[dict[str, Any]]:
-    """Run the trace probe with ``env.python``; flashinfer is imported from ``site_packages`` when given
-    (see :func:`_run_script`).
+def run_probe(
+    env: TargetEnvironment, site_packages: Path | None = None, timeout: float = 1800.0, case_filter: str = "", expect: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Run the trace probe with ``env.python``; flashinfer is imported from ``site_packages`` when given, and must
+    come from ``expect`` when that is given instead (see :func:`_run_script`).
 
     Returns the case results (see module docstring); time in seconds for ``timeout``.
 
@@ -107,7 +116,7 @@ def run_probe(env: TargetEnvironment, site_packages: Path | None = None, timeout
             (``TORCH_COMPILE_DISABLE=1``, named), the probe times out or prints no result.
     """
     return _run_script(PROBE, ["--filter", case_filter] if case_filter else [], env, site_packages, timeout, "trace probe",
-                       "--trace needs torch and flashinfer's import-time dependencies there")
+                       "--trace needs torch and flashinfer's import-time dependencies there", expect=expect)
 
 
 def scan_entries() -> list[dict[str, str]]:
@@ -136,7 +145,7 @@ def entries_for_specs(spec_ids: set[str]) -> list[str]:
 
 def run_scan(
     env: TargetEnvironment, site_packages: Path | None = None, only: list[str] | None = None, timeout: float = 1800.0,
-    release: dict[str, dict[str, Any]] | None = None, forms: tuple[str, ...] | None = None,
+    release: dict[str, dict[str, Any]] | None = None, forms: tuple[str, ...] | None = None, expect: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``scan_probe.py`` in ``env.python``, one child interpreter for the whole scan.
 
@@ -148,7 +157,8 @@ def run_scan(
     ``forms``, ``call``, ``release_args``). ``only`` restricts the scan to those entry names; ``release`` is
     the release data of the installed release (:func:`probe_release_data`), from which calls take the
     arguments that depend on the release; ``forms`` how each call is compiled (default: the function called
-    from a compiled function, and handed to ``torch.compile`` directly); time in seconds for ``timeout``.
+    from a compiled function, and handed to ``torch.compile`` directly); ``expect``: the directory flashinfer must
+    be imported from, when ``site_packages`` is not given (:func:`_run_script`); time in seconds for ``timeout``.
 
     Raises:
         EnvironmentProblem: the interpreter cannot import torch or flashinfer, times out, or the
@@ -161,7 +171,7 @@ def run_scan(
         args += ["--release-data", json.dumps(release, sort_keys=True)]
     if forms is not None:
         args += ["--forms", ",".join(forms)]
-    return _run_script(SCAN, args, env, site_packages, timeout, "scan", label="fp4patch scan")
+    return _run_script(SCAN, args, env, site_packages, timeout, "scan", label="fp4patch scan", expect=expect)
 
 
 def probe_release_data(targets: dict[str, list]) -> dict[str, dict[str, Any]]:

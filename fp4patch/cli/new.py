@@ -8,6 +8,7 @@ cannot be read (:mod:`fp4patch.errors`).
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -49,12 +50,15 @@ def new(
     """Scaffold a spec for a function of an installed distribution (target, anchors, a before/after case), or with --add-target a target of an existing spec for the installed release."""
 
     def body() -> int:
+        from ..engine.advice import Advice
         from ..locations import builtin_specs_dir
         from ..target.environment import find_distribution
         from ..tools.scaffold import scaffold
 
         directory = specs_dir or Path("patches")
-        where = " ".join([*(["--python", str(python)] if python else []), *(["--site-packages", str(site_packages)] if site_packages else [])])
+        env = environment(python, site_packages)
+        # the commands advised act on the environment this one was given, with the spec just written
+        advice = Advice(env.options, ("--specs-dir", str(directory)))
         if add_target:
             from ..catalog.fingerprint import ModuleReader
             from ..tools.scaffold import add_target as start_target
@@ -62,21 +66,24 @@ def new(
             if function:
                 raise UsageError("--add-target starts from an existing spec's target; drop --function")
             own = specs_dir if specs_dir and (specs_dir / distribution / f"{spec_id}.toml").is_file() else None
-            _, engine, (chosen, *_) = context(python, site_packages, own, [spec_id])
+            _, engine, (chosen, *_) = context(python, site_packages, own, [spec_id], env=env)
             reader = ModuleReader(engine.dist.site_packages, engine.sources.released_bytes)
             listed = engine.catalog.lists(engine.dist.version)
             path = start_target(chosen, engine.resolve(chosen), engine.dist, listed, reader, directory)
             out.print(f"wrote {path}: a target for {engine.dist.version}, started from the nearest verified one", markup=False)
-            out.print(f"next: check it as its comments say, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip(), markup=False)
+            out.print(f"next: check it as its comments say, then `{advice.command('diff', '--spec', spec_id)}`", markup=False)
             return EXIT_OK
         if not function:
             raise UsageError("give --function MODULE:FUNCTION (a new spec), or --add-target (a target of an existing spec)")
-        dist = find_distribution(environment(python, site_packages), distribution)
-        path = scaffold(dist, spec_id, function, summary, directory, force=force)
+        dist = find_distribution(env, distribution)
+        path = scaffold(dist, spec_id, function, summary, directory, force=force, advice=Advice(env.options))
         out.print(f"wrote {path}")
         if not (directory / dist.name / "cuda-version-from-torch.toml").exists():
-            out.print(f"note: --specs-dir replaces the built-in specs; copy them beside yours to keep them: cp -r {builtin_specs_dir()}/* {directory}/")
-        out.print(f"next: edit its code and rationale, then `fp4patch diff --spec {spec_id} --specs-dir {directory} {where}`".rstrip())
+            out.print(
+            f"note: --specs-dir replaces the built-in specs; copy them beside yours to keep them: cp -r {shlex.quote(str(builtin_specs_dir()))}/* {shlex.quote(str(directory))}/",
+            markup=False,
+        )
+        out.print(f"next: edit its code and rationale, then `{advice.command('diff', '--spec', spec_id)}`", markup=False)
         return EXIT_OK
 
     run_body(False, body)

@@ -54,7 +54,10 @@ def scan(
         dist = engine.dist
         h = {"schema": JSON_SCHEMA_VERSION, "distribution": dist.name, "version": str(dist.version), "site_packages": str(dist.site_packages)}
         # each call's release-dependent arguments come from the release data the ops are rendered from
-        payload = run_scan(env, dist.site_packages if site_packages else None, only=names, release=probe_release_data({s.id: engine.resolve(s).targets for s in selected}))
+        payload = run_scan(
+            env, dist.site_packages if site_packages else None, only=names, release=probe_release_data({s.id: engine.resolve(s).targets for s in selected}),
+            expect=None if site_packages else dist.site_packages,
+        )
         # a function its spec declares not-needed on this release (a host op) is reported with the spec's reason
         results = leave_out(declare_not_needed(payload["results"], dist.version), skip)
         if as_json:
@@ -90,9 +93,26 @@ def scan_names(only: list[str] | None) -> list[str] | None:
     names = list(dict.fromkeys(n for name in only for n in ([k for k in known if k == name or k.split("[")[0] == name] or [name])))
     unknown = [name for name in names if name not in known]
     if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = closest_entry(unknown[0], known)
+        hint = f"did you mean {close}? " if close else ""
         raise UsageError(f"--function {unknown[0]}: not a scan entry; {hint}choose from {', '.join(known)}")
     return names
+
+
+def closest_entry(name: str, known: list[str]) -> str | None:
+    """The ``--function`` most likely meant by ``name``, which names no entry: among the entries and their base names
+    (``mm_fp4`` selects ``mm_fp4[cutlass]``, ...), the one equal to it once ``-``/``_`` and case are normalised
+    (``mm-fp4``, ``MM_FP4`` → ``mm_fp4``), else the closest such spelling (:func:`difflib.get_close_matches`), else None."""
+    import difflib
+
+    def normal(text: str) -> str:
+        return text.lower().replace("-", "_")
+
+    candidates = list(dict.fromkeys([*(k.split("[")[0] for k in known), *known]))
+    by_normal = {}
+    for candidate in candidates:
+        by_normal.setdefault(normal(candidate), candidate)
+    if normal(name) in by_normal:
+        return by_normal[normal(name)]
+    close = difflib.get_close_matches(normal(name), list(by_normal), n=1, cutoff=0.6)
+    return by_normal[close[0]] if close else None

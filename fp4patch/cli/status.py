@@ -7,10 +7,14 @@ or an environment that cannot be read; 3 for a file this user may not read (:mod
 from __future__ import annotations
 
 from ..errors import EXIT_OK
+from ..states import APPLICABLE, NEEDS_CHECK
 from .context import context, header, release_note, selection
 from .options import JsonOpt, PythonOpt, QuietOpt, SitePackagesOpt, SkipOpt, SpecsDirOpt, StatusSpecOpt, check_output_options
 from .render import status_output
 from .running import run_body
+
+#: The states of a spec that ``apply`` would write files for.
+WOULD_WRITE = (APPLICABLE, NEEDS_CHECK)
 
 
 def status(
@@ -38,7 +42,10 @@ def status(
         stale = engine.stale_record()  # left from another install of the distribution
         interrupted = engine.interrupted()  # an apply/revert killed half-way (its journal), or stale bytecode
         note = [] if as_json else release_note(engine)
-        status_output(header(engine), applied, stale, interrupted, [r.to_json() for r in reports], note, as_json, quiet, skip=skip)
+        shown = [r.to_json() for r in reports]
+        # what apply would refuse before writing the files of the specs it would apply (symbolic links): said here too
+        refused = engine.apply_refusal(t["file"] for r in shown if r["state"] in WOULD_WRITE for t in r.get("targets", []))
+        status_output(header(engine), applied, stale, interrupted, shown, note, as_json, quiet, skip=skip, apply_refused=refused)
         return EXIT_OK
 
     run_body(as_json, body, quiet)

@@ -48,6 +48,7 @@ from .render import (
     trace_lines,
     use_color,
     verify_output,
+    workflow_command,
     wrap,
 )
 from .running import run_body
@@ -113,6 +114,8 @@ def verify(
                     f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
                     f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
                 )
+            # a spec that is not applied yet, in a file apply refuses to write (a symbolic link): not "could be applied"
+            interrupted = interrupted or engine.apply_refusal(waiting)
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted:
             err.print(f"fp4patch: {interrupted}", markup=False)
@@ -126,7 +129,8 @@ def verify(
             if TRACED_SPEC in (skip or ()):  # the probe's cases are fp4_quantize's: they go with its spec
                 trace_note = f"the trace probe's fp4_quantize cases are {TRACED_SPEC}'s, left out with --skip {TRACED_SPEC}"
             else:
-                cases = run_probe(env, where if site_packages else None)
+                # --python / this interpreter: the probe imports what the target imports, and must find it where it was checked
+                cases = run_probe(env, where if site_packages else None, expect=None if site_packages else where)
                 ok = ok and bool(cases) and all(c.get("passed") for c in cases)
             # every function whose fullgraph spec is applied: the scan's call must compile as one graph,
             # called from a compiled function and handed to torch.compile directly
@@ -137,7 +141,7 @@ def verify(
                 else:
                     selected = list(specs_by_id.values())
                 release = probe_release_data({s.id: engine.resolve(s).targets for s in selected})
-                functions = run_scan(env, where if site_packages else None, only=names, release=release)["results"]
+                functions = run_scan(env, where if site_packages else None, only=names, release=release, expect=None if site_packages else where)["results"]
                 ok = ok and all(r.get("passed") for r in functions)
         checked = None
         if opcheck:
@@ -211,9 +215,9 @@ def verify_against(python, site_packages, spec_ids, as_json, specs_dir, trace, a
             {r.spec.id: r.spec for r in report.pristine}, functions=report.trace_functions,
         )
         for line in report.drifted:
-            print(f"::error title=fp4patch --against {report.version}::{line}")
+            print(workflow_command("error", line, title=f"fp4patch --against {report.version}"))
         if report.catalog != "known":
-            print(f"::warning title=fp4patch --against {report.version}::{report.catalog_message}")
+            print(workflow_command("warning", report.catalog_message, title=f"fp4patch --against {report.version}"))
     else:
         style = {"known": "", "newer": "bold yellow", "unknown": "yellow"}[report.catalog]
         color = use_color()

@@ -33,7 +33,7 @@ and ``revert --force`` of such a record). Reports are plain data; the CLI render
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -146,6 +146,21 @@ class Engine:
         (:func:`shlex.join`): a command a message advises, acting on this environment with these
         specs (``clean`` reads no specs, so it gets no ``--specs-dir``): :meth:`fp4patch.engine.advice.Advice.command`."""
         return self.advice.command(subcommand, *words)
+
+    @property
+    def target_python(self) -> str | None:
+        """The interpreter the user named with ``--python`` (:attr:`environment_options`), else None: the reinstall
+        advice names it."""
+        options = list(self.environment_options)
+        return options[options.index("--python") + 1] if "--python" in options else None
+
+    def apply_refusal(self, files: Iterable[str]) -> str | None:
+        """The refusal an ``apply`` writing ``files`` (site-packages-relative; those of the specs that are not applied)
+        would end in before any write, for what ``status`` and ``verify`` can tell without planning: symbolic links
+        among them (:func:`fp4patch.engine.plan.link_refusal`, the same line). None when there are none. Reads only."""
+        from .plan import link_refusal
+
+        return link_refusal(self.dist, [self.dist.locate(f) for f in sorted(set(files)) if f], self.target_python)
 
     @property
     def catalog(self) -> Catalog:
@@ -429,9 +444,7 @@ class Engine:
         check_applied_conflicts(specs, self.specs, manifest, self.advice)
         plans = self.plan(specs, required)
         fault_point("plan")
-        options = list(self.environment_options)
-        python = options[options.index("--python") + 1] if "--python" in options else None
-        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, python)
+        reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, self.target_python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
         change = apply_change(

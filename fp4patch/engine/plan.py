@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,6 +283,33 @@ def check_result(path: Path, data: bytes) -> None:
         raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
 
 
+def link_refusal(dist: InstalledDistribution, paths: Iterable[Path], python: str | None = None) -> str | None:
+    """Why ``apply`` refuses to write ``paths`` (files of ``dist`` it would change), or None: the symbolic links among
+    them, every one named, with the reinstall that gives regular files. ``status`` and ``verify`` say the same
+    before an ``apply`` is tried (:meth:`fp4patch.engine.Engine.apply_refusal`). ``python``: as in :func:`check_apply`."""
+    links = [path for path in paths if path.is_symlink()]
+    if not links:
+        return None
+    # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
+    # and the reinstall that gives regular files (never write through a link into a shared cache).
+    pinned = f"{dist.name}=={dist.version}"
+    what = (
+        f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
+        if len(links) == 1
+        else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
+    )
+    import shlex
+
+    # name the environment in the advice: a bare `uv pip install` outside a venv finds none, and a bare
+    # `pip` is whichever one PATH has
+    uv = ["uv", "pip", "install", *(["--python", python] if python else []), "--reinstall", "--no-deps", "--link-mode=copy", pinned]
+    pip = [*([python, "-m", "pip"] if python else ["pip"]), "install", "--force-reinstall", "--no-deps", pinned]
+    return (
+        f"{what}; fp4patch patches regular files only — reinstall with copies "
+        f"(`{shlex.join(uv)}`; pip installs copies: `{shlex.join(pip)}`), or replace each link by a copy of its file, then apply"
+    )
+
+
 def check_apply(
     dist: InstalledDistribution,
     plans: dict[str, FilePlan],
@@ -313,26 +340,9 @@ def check_apply(
             file changed since fp4patch patched it, or one that differs from RECORD; nothing written.
     """
     writes = [p for p in plans.values() if p.changes]
-    links = [plan.path for plan in writes if plan.path.is_symlink()]
-    if links:
-        # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
-        # and the reinstall that gives regular files (never write through a link into a shared cache).
-        pinned = f"{dist.name}=={dist.version}"
-        what = (
-            f"{links[0]}: is a symbolic link to {os.readlink(links[0])}"
-            if len(links) == 1
-            else f"{', '.join(map(str, links))}: are symbolic links (first to {os.readlink(links[0])})"
-        )
-        import shlex
-
-        # name the environment in the advice: a bare `uv pip install` outside a venv finds none, and a bare
-        # `pip` is whichever one PATH has
-        uv = ["uv", "pip", "install", *(["--python", python] if python else []), "--reinstall", "--no-deps", "--link-mode=copy", pinned]
-        pip = [*([python, "-m", "pip"] if python else ["pip"]), "install", "--force-reinstall", "--no-deps", pinned]
-        raise FileSystemError(
-            f"{what}; fp4patch patches regular files only — reinstall with copies "
-            f"(`{shlex.join(uv)}`; pip installs copies: `{shlex.join(pip)}`), or replace each link by a copy of its file, then apply"
-        )
+    refused = link_refusal(dist, [plan.path for plan in writes], python)
+    if refused:
+        raise FileSystemError(refused)
     records = manifest.files if manifest else {}
     reinstalled: set[str] = set()
     for plan in writes:

@@ -37,7 +37,7 @@ from .. import __version__
 from ..errors import Fp4PatchError
 from ..locations import PACKAGE_DIR, STATE_DIR, builtin_specs_dir
 from ..states import accepted
-from ..target.environment import TargetEnvironment, locate_distribution
+from ..target.environment import TargetEnvironment, locate_distribution, shadowing
 from .manifest import ManifestStore
 
 if TYPE_CHECKING:
@@ -228,7 +228,8 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
     Candidates are ``.fp4patch/*/verdict.json`` in the directories of ``env.paths``; the one used
     must name the distribution that :func:`fp4patch.target.environment.locate_distribution` finds first
     on the path (as ``find_distribution`` does for the full check), at the recorded version and
-    site-packages. Never raises for a bad or stale
+    site-packages, and the target must import the distribution's package from there (not a copy that shadows it:
+    :func:`fp4patch.target.environment.shadowing`). Never raises for a bad or stale
     record (that is a miss); never writes. A target whose torch is below the supported range
     (:mod:`fp4patch.target.torch_support`; installed since the verdict was recorded) is a miss too, so that the
     command refuses it. ``FP4PATCH_NO_VERDICT=1`` in the environment makes
@@ -261,8 +262,8 @@ def lookup(env: TargetEnvironment, request: Request) -> Verdict | None:
                 if dist is None or dist.version != data["installed_version"]:
                     continue
                 site_packages = Path(str(dist.locate_file(""))).resolve()
-                if str(site_packages) != data["site_packages"]:
-                    continue
+                if str(site_packages) != data["site_packages"] or shadowing(env, dist, site_packages):
+                    continue  # another site-packages, or the target imports the package from elsewhere: the full command says so
                 if data["bytecode"] != {"prefixes": list(env.bytecode_prefixes), "tags": list(env.cache_tags)}:
                     continue  # another pycache prefix or interpreter: other pyc paths to check
                 store = ManifestStore(site_packages, data["distribution"])

@@ -330,6 +330,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", default=None, help="scan only these entry names")
     ap.add_argument("--list", action="store_true", help="print the entries (name, function, spec) as JSON and exit; no torch")
     ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
+    ap.add_argument("--expect", default="", help="refuse a flashinfer imported from anywhere but this directory")
     ap.add_argument("--release-data", default="", help="JSON {spec id: RELEASE dict} of the installed release (fp4patch passes it)")
     ap.add_argument("--forms", default=",".join(FORMS), help="how each call is compiled: nested, direct or both (comma-separated)")
     ns = ap.parse_args(argv)
@@ -367,7 +368,7 @@ def main(argv=None):
         msg = str(e).strip().splitlines()
         print("cannot import flashinfer: {}: {}".format(type(e).__name__, msg[0] if msg else ""), file=sys.stderr)
         return 2
-    elsewhere = _trace_probe().imported_elsewhere(flashinfer, ns.path)
+    elsewhere = _trace_probe().imported_elsewhere(flashinfer, ns.path or ns.expect)
     if elsewhere:
         print(elsewhere, file=sys.stderr)
         return 2

@@ -18,10 +18,12 @@ reported by the first line of its message, verbatim.
 
 ``--path DIR`` puts DIR first on ``sys.path`` (a site-packages to trace instead of
 the interpreter's own; unlike ``PYTHONPATH`` this also works under ``python -I``)
-and refuses a flashinfer imported from elsewhere. Runs under ``-O``/``-OO``.
+and refuses a flashinfer imported from elsewhere. ``--expect DIR`` refuses a flashinfer imported from
+anywhere but DIR without changing the path (``--python``: the interpreter's own site-packages, where fp4patch
+read it). Runs under ``-O``/``-OO``.
 
 Exit status: 0 when every case passes, 1 otherwise, 2 when flashinfer cannot
-be imported (or not from ``--path``), 3 when the environment disables
+be imported (or not from ``--path``/``--expect``), 3 when the environment disables
 torch.compile (``TORCH_COMPILE_DISABLE=1``, ``TORCHDYNAMO_DISABLE=1``): the
 message names the variable.
 """
@@ -376,10 +378,15 @@ def dynamo_disabled(torch):
 
 
 def imported_elsewhere(flashinfer, path):
-    """A message when ``--path`` was given and ``flashinfer`` came from another directory, else ""."""
-    where = os.path.dirname(os.path.dirname(os.path.abspath(getattr(flashinfer, "__file__", "") or "")))
+    """A message naming the file imported when ``--path`` or ``--expect`` was given and ``flashinfer`` came from
+    another directory, else ""."""
+    file = os.path.abspath(getattr(flashinfer, "__file__", "") or "")
+    where = os.path.dirname(os.path.dirname(file))
     if path and os.path.realpath(where) != os.path.realpath(path):
-        return f"flashinfer was imported from {where}, not from {path} (a .pth file or sitecustomize?)"
+        return (
+            f"flashinfer was imported from {file}, not from {path}; take {where} off this interpreter's sys.path "
+            "(PYTHONPATH, a .pth file, sitecustomize)"
+        )
     return ""
 
 
@@ -388,6 +395,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print a JSON list of case results")
     ap.add_argument("--filter", default="", help="run only cases whose name contains this text")
     ap.add_argument("--path", default="", help="import flashinfer from this site-packages directory")
+    ap.add_argument("--expect", default="", help="refuse a flashinfer imported from anywhere but this directory")
     ns = ap.parse_args(argv)
     if ns.path:
         sys.path.insert(0, ns.path)
@@ -414,7 +422,7 @@ def main(argv=None):
         msg = str(e).strip().splitlines()
         print("cannot import flashinfer: {}: {}".format(type(e).__name__, msg[0] if msg else ""), file=sys.stderr)
         return 2
-    elsewhere = imported_elsewhere(flashinfer, ns.path)
+    elsewhere = imported_elsewhere(flashinfer, ns.path or ns.expect)
     if elsewhere:
         print(elsewhere, file=sys.stderr)
         return 2

@@ -21,11 +21,45 @@ if TYPE_CHECKING:
 
     from packaging.version import Version
 
-#: What the target interpreter is asked: its import path, its executable, and where it keeps
-#: bytecode (``sys.pycache_prefix``, absolute; None when pycs live in ``__pycache__``) under which tag.
-_PROBE = (
+#: Top-level package assumed when the metadata names none (``top_level.txt``, RECORD); the target interpreter is
+#: also asked where it would import each of these from (:data:`_IMPORTS`).
+_DEFAULT_PACKAGES = {"flashinfer-python": ("flashinfer",)}
+
+#: Defines ``imports(names)``: for each importable name, ``[file, entry]``: the file the import system would load
+#: (``__init__.py``, or the folder of a namespace package), found by ``importlib.util.find_spec`` (which runs no
+#: code of the package), and the ``sys.path`` entry as written that holds it (``""``: the current directory, as
+#: ``python -c``/``-m`` put it first), or None when no entry holds it (an import hook). Run in the target
+#: interpreter (:data:`_PROBE`) and, for fp4patch's own environment, here.
+_IMPORTS = """
+def imports(names):
+    import os, sys
+    from importlib.util import find_spec
+    found = {}
+    for name in names:
+        try:
+            spec = find_spec(name)
+        except Exception:
+            continue
+        if spec is None:
+            continue
+        where = spec.origin if spec.has_location else next(iter(spec.submodule_search_locations or ()), None)
+        if not where:
+            continue
+        where = os.path.abspath(where)
+        root = os.path.dirname(os.path.dirname(where) if os.path.basename(where).startswith('__init__.') else where)
+        entry = next((p for p in sys.path if isinstance(p, str) and os.path.abspath(p or os.curdir) == root), None)
+        found[name] = [where, entry]
+    return found
+"""
+
+#: What the target interpreter is asked: its import path, its executable, where it keeps bytecode
+#: (``sys.pycache_prefix``, absolute; None when pycs live in ``__pycache__``) under which tag, where it would
+#: import the packages fp4patch patches from (:data:`_IMPORTS`), and its ``PYTHONPATH``.
+_PROBE = _IMPORTS + (
     "import json, os, sys; p = getattr(sys, 'pycache_prefix', None); print(json.dumps({'path': sys.path, "
-    "'executable': sys.executable, 'pycache_prefix': p and os.path.abspath(p), 'cache_tag': sys.implementation.cache_tag}))"
+    "'executable': sys.executable, 'pycache_prefix': p and os.path.abspath(p), 'cache_tag': sys.implementation.cache_tag, "
+    f"'imports': imports({sorted({n for names in _DEFAULT_PACKAGES.values() for n in names})!r}), "
+    "'pythonpath': os.environ.get('PYTHONPATH', '')}))"
 )
 
 
@@ -47,6 +81,10 @@ class TargetEnvironment:
         options: the command-line options that name this environment (``("--python", P)``,
             ``("--site-packages", D)``, or ``()`` for fp4patch's own), repeated in the commands
             fp4patch's messages advise so that they act on the same environment.
+        imports: where the target interpreter would import the packages fp4patch patches from, as
+            ``(package, file, sys.path entry or None)`` (:data:`_IMPORTS`); empty when not asked (``--site-packages``:
+            the directory alone is read, and the probes put it first on their path).
+        pythonpath: the target interpreter's ``PYTHONPATH`` (to say where a shadowing copy comes from).
     """
 
     paths: tuple[str, ...]
@@ -58,6 +96,8 @@ class TargetEnvironment:
     #: Where the interpreter that imports the patched files finds torch, when not ``paths``: with
     #: ``--site-packages D --python P``, D then P's path (P runs what D's FlashInfer compiles).
     torch_paths: tuple[str, ...] = ()
+    imports: tuple[tuple[str, str, str | None], ...] = ()
+    pythonpath: str = ""
 
     @property
     def bytecode_prefixes(self) -> tuple[str, ...]:
@@ -150,7 +190,20 @@ def from_python(python: str, started: subprocess.Popen | None = None) -> TargetE
     # the ``sys.executable`` behind it): a wrapper's flags (-I, -OO) and environment then apply to it too.
     del executable
     return TargetEnvironment(
-        tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"), ("--python", str(python))
+        tuple(p for p in paths if p), python, f"python {python}", info.get("pycache_prefix"), info.get("cache_tag"), ("--python", str(python)),
+        imports=_imports_answer(info.get("imports")), pythonpath=str(info.get("pythonpath") or ""),
+    )
+
+
+def _imports_answer(found: object) -> tuple[tuple[str, str, str | None], ...]:
+    """The probe's ``imports`` (``{package: [file, entry]}``) as :attr:`TargetEnvironment.imports`; anything
+    malformed is left out (an odd interpreter: no refusal rather than a wrong one)."""
+    if not isinstance(found, dict):
+        return ()
+    return tuple(
+        (name, value[0], value[1] if isinstance(value[1], str) else None)
+        for name, value in sorted(found.items())
+        if isinstance(name, str) and isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
     )
 
 
@@ -176,7 +229,13 @@ def from_site_packages(directory: str | Path) -> TargetEnvironment:
 
 def current() -> TargetEnvironment:
     """The environment of the interpreter running fp4patch."""
-    return TargetEnvironment(tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}", *_own_bytecode())
+    namespace: dict = {}
+    exec(_IMPORTS, namespace)  # the same question as the target probe's, asked here
+    packages = sorted({n for names in _DEFAULT_PACKAGES.values() for n in names})
+    return TargetEnvironment(
+        tuple(p for p in sys.path if p), sys.executable, f"python {sys.executable}", *_own_bytecode(),
+        imports=_imports_answer(namespace["imports"](packages)), pythonpath=os.environ.get("PYTHONPATH", ""),
+    )
 
 
 def _own_bytecode() -> tuple[str | None, str]:
@@ -264,7 +323,58 @@ def find_distribution(env: TargetEnvironment, name: str) -> InstalledDistributio
         raise EnvironmentProblem(f"{dist_folder(dist)}: installed version {dist.version!r} of {name} is not a PEP 440 version") from None
     _refuse_unsupported_install(dist, name)
     site_packages = Path(str(dist.locate_file(""))).resolve()
+    shadowed = shadowing(env, dist, site_packages)
+    if shadowed:
+        raise EnvironmentProblem(shadowed)
     return InstalledDistribution(canonicalize_name(name), version, site_packages, dist, env.bytecode_prefixes, env.cache_tags)
+
+
+def shadowing(env: TargetEnvironment, dist: metadata.Distribution, site_packages: Path) -> str | None:
+    """The one-line refusal when ``env``'s interpreter would import a package of ``dist`` (``flashinfer``) from
+    somewhere other than ``site_packages``, where fp4patch reads and patches it (a copy on ``PYTHONPATH``, in the
+    current directory, added by a ``.pth`` file or found by an import hook, without metadata of its own), else None.
+    fp4patch's answer would be about files that interpreter never runs. It names the file imported, why it comes
+    first, and what to do."""
+    known = set(_top_level(dist))
+    for package, file, entry in env.imports:
+        if package not in known:
+            continue
+        root = Path(os.path.dirname(os.path.dirname(file)) if os.path.basename(file).startswith("__init__.") else os.path.dirname(file))
+        if root.resolve() == site_packages:
+            continue
+        why, todo = _why_first(env, root, entry)
+        return (
+            f"{file}: {env.python} imports {package} from here ({why}), not from {site_packages}, where fp4patch reads and "
+            f"patches {dist.metadata['Name']} {dist.version}; {todo}, so that the installed {package} is imported"
+        )
+    return None
+
+
+def _why_first(env: TargetEnvironment, root: Path, entry: str | None) -> tuple[str, str]:
+    """Why ``root`` (a directory holding the package) comes before site-packages on ``env``'s import path, and what
+    to do about it: ``(why, what to do)``."""
+    def same(path: str) -> bool:
+        return bool(path) and Path(os.path.abspath(path)).resolve() == root.resolve()
+
+    if entry is None:
+        return "an import hook on sys.meta_path finds it, not a sys.path entry", "remove that hook (a .pth file or sitecustomize installs it)"
+    if any(same(p) for p in env.pythonpath.split(os.pathsep)):
+        return f"{root} is on PYTHONPATH", f"remove {root} from PYTHONPATH"
+    if entry == "" or same(os.getcwd()):
+        return f"{root} is the current directory, first on sys.path for `python -c` and `python -m`", "run from another directory"
+    for directory in env.paths:
+        for pth in sorted(Path(directory).glob("*.pth")) if os.path.isdir(directory) else ():
+            try:
+                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in (line.strip() for line in lines):
+                # a path line, or an executed one that names the folder (``import sys; sys.path.insert(0, "...")``)
+                named = str(root) in line if line.startswith(("import ", "import\t")) else line and not line.startswith("#") and same(
+                    os.path.join(directory, line))
+                if named:
+                    return f"{pth} adds {root} to sys.path", f"remove that line from {pth}"
+    return f"{root} is on sys.path, put there by sitecustomize or the interpreter's settings", f"take {root} off the interpreter's sys.path"
 
 
 def dist_folder(dist: metadata.Distribution) -> str:
@@ -324,10 +434,6 @@ def _refuse_unsupported_install(dist: metadata.Distribution, name: str) -> None:
             f"{name} is {kind} install: its files are in {where}, not in site-packages; fp4patch does not patch "
             f"editable installs — patch or fix the checkout itself, or install a wheel (pip install --no-deps {name}=={dist.version})"
         )
-
-
-#: Top-level package assumed when the metadata names none (``top_level.txt``, RECORD).
-_DEFAULT_PACKAGES = {"flashinfer-python": ("flashinfer",)}
 
 
 def editable_install(dist: metadata.Distribution) -> tuple[str, str] | None:

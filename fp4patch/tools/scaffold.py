@@ -16,6 +16,7 @@ import libcst as cst
 from ..catalog.spec import ID_PATTERN
 from ..codemods import InsertAtFunctionStart
 from ..codemods.base import find_functions
+from ..engine.advice import Advice
 from ..errors import FileSystemError, UsageError
 from ..target.environment import InstalledDistribution
 
@@ -86,8 +87,11 @@ def _toml_string(text: str) -> str:
     return '"""\n' + escaped + '"""'
 
 
-def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: str, specs_dir: Path, force: bool = False) -> Path:
-    """Write a new spec ``spec_id`` for ``target`` (``package.module:function`` or ``...:Class.method``).
+def scaffold(
+    dist: InstalledDistribution, spec_id: str, target: str, summary: str, specs_dir: Path, force: bool = False, advice: Advice = Advice(),
+) -> Path:
+    """Write a new spec ``spec_id`` for ``target`` (``package.module:function`` or ``...:Class.method``); ``advice``
+    words the commands a refusal asks for (the ``--python``/``--site-packages`` the command was given).
 
     Returns the path written.
 
@@ -119,7 +123,7 @@ def scaffold(dist: InstalledDistribution, spec_id: str, target: str, summary: st
     if manifest and relative in manifest.files:
         raise UsageError(
             f"{dist.locate(relative)}: patched by fp4patch ({', '.join(manifest.files[relative].specs)}); "
-            "run `fp4patch revert` first so the case shows the upstream function"
+            f"run `{advice.command('revert')}` first so the case shows the upstream function"
         )
     source = dist.locate(relative).read_bytes()
     tree = cst.parse_module(source)

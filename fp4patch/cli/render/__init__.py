@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .advice import apply_command, blocking, failure_hint, state_message
-from .github import escape_annotation, failed_annotation, function_line, github_annotations
+from .github import escape_annotation, escape_property, failed_annotation, function_line, github_annotations, workflow_command
 from .json_output import JSON_SCHEMA_VERSION, error_json, print_json
 from .output import FORMATS, apply_output, output_conflict, status_output, verify_output
 from .terminal import LOG_WIDTH, MIN_COLUMN, aligned, is_quiet, is_terminal, log_width, paint, use_color, wrap, wrapped
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS", "JSON_SCHEMA_VERSION", "LOG_WIDTH", "MIN_COLUMN", "SCAN_STYLE", "STATE_STYLE", "aligned", "apply_command", "apply_output",
-    "basis_note", "blocking", "error_json", "escape_annotation", "failed_annotation", "failure_hint", "function_line", "github_annotations",
+    "basis_note", "blocking", "error_json", "escape_annotation", "escape_property", "failed_annotation", "failure_hint", "function_line", "github_annotations",
     "inherited_lines", "is_quiet", "is_terminal", "log_width", "nothing_to_change", "opcheck_lines", "output_conflict", "paint", "print_json",
     "reports_lines", "scan_detail", "scan_lines", "scan_summary", "scan_table", "skipped_lines", "split_declared", "state_message",
-    "status_output", "trace_lines", "use_color", "verify_output", "wrap", "wrapped",
+    "status_output", "trace_lines", "use_color", "verify_output", "workflow_command", "wrap", "wrapped",
 ]
 
 

@@ -20,9 +20,21 @@ def escape_annotation(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def escape_property(text: str) -> str:
+    """Escape the value of a workflow-command property (``file=``, ``title=``): a message's escapes and also ``:`` and
+    ``,``, which would end the value (GitHub's rules, as ``@actions/core`` escapes them)."""
+    return escape_annotation(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: str, **properties: object) -> str:
+    """``::command name=value,...::message``, every property value and the message escaped; None values left out."""
+    given = ",".join(f"{name}={escape_property(str(value))}" for name, value in properties.items() if value is not None)
+    return f"::{command}{' ' + given if given else ''}::{escape_annotation(message)}"
+
+
 def failed_annotation(command: str, message: str) -> str:
     """The ``::error`` annotation of a command (``verify``, or ``""``) refused with ``message`` (its one line on stderr)."""
-    return f"::error title=fp4patch {command} failed::{escape_annotation(message)}"
+    return workflow_command("error", message, title=f"fp4patch {command} failed")
 
 
 def github_annotations(
@@ -46,7 +58,7 @@ def github_annotations(
     (:func:`apply_command`)."""
     ok_states = set(ok_states)
     if interrupted:
-        print(f"::error title=fp4patch verify failed::{escape_annotation(prefix + interrupted)}")
+        print(workflow_command("error", prefix + interrupted, title="fp4patch verify failed"))
 
     def where(path: Path) -> str:
         relative = os.path.relpath(path)
@@ -55,7 +67,7 @@ def github_annotations(
     for r in reports:
         title = f"fp4patch {r['id']}: {'not applied' if r['state'] == 'applicable' and r['state'] not in ok_states else r['state']}"
         if r["state"] in ok_states:
-            print(f"::notice title={title}::{escape_annotation(prefix + r['id'] + ' ' + r['state'])}")
+            print(workflow_command("notice", prefix + r["id"] + " " + r["state"], title=title))
             continue
         spec = (specs or {})[r["id"]]
         files = {t["file"] for t in r["targets"]}
@@ -65,21 +77,21 @@ def github_annotations(
             detail = f"{r['id']} is not applied; do what the first error says"
         else:
             detail = r["detail"] or state_message(r["id"], r["state"], r.get("default", True), apply_options, blocking(reports, ok_states))
-        message = escape_annotation(prefix + detail)
-        print(f"::error file={where(spec.path)},line={spec_line},title={title}::{message}")
+        message = prefix + detail
+        print(workflow_command("error", message, file=where(spec.path), line=spec_line, title=title))
         for target in r["targets"]:
             if not target["file"] or site_packages is None:
                 continue
             upstream = site_packages / target["file"]
             line = function_line(upstream, spec, target["file"])
-            print(f"::error file={where(upstream)},line={line},title={title}::{message}")
+            print(workflow_command("error", message, file=where(upstream), line=line, title=title))
     for case in cases or []:
         if not case.get("passed"):
             detail = case.get("error") or f"layout expected {case.get('expected')} got {case.get('traced')}"
-            print(f"::error title=fp4patch trace {escape_annotation(case['name'])}::{escape_annotation(detail)}")
+            print(workflow_command("error", detail, title=f"fp4patch trace {case['name']}"))
     for r in functions or []:
         if not r.get("passed"):
-            print(f"::error title=fp4patch trace {escape_annotation(r['name'])}::{escape_annotation(scan_detail(r))}")
+            print(workflow_command("error", scan_detail(r), title=f"fp4patch trace {r['name']}"))
 
 
 def function_line(path: Path, spec: Any, relative: str) -> int:

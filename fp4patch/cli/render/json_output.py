@@ -49,11 +49,14 @@ def verify_json(
 
 def status_json(
     header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
-    skip: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None, apply_refused: str | None = None,
 ) -> dict[str, Any]:
     """``status --json`` (arguments: :func:`fp4patch.cli.render.output.status_output`); ``left_out`` only with ``--skip``."""
     left_out = {"left_out": list(dict.fromkeys(skip))} if skip else {}
-    return {**header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "specs": reports, **left_out}
+    return {
+        **header, "recorded": recorded, "stale_record": stale, "interrupted": interrupted, "apply_refused": apply_refused, "specs": reports,
+        **left_out,
+    }
 
 
 def apply_json(

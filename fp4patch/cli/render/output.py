@@ -75,17 +75,18 @@ def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> st
 
 def status_output(
     header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
-    note: list[str], as_json: bool, quiet: bool = False, skip: Iterable[str] | None = None,
+    note: list[str], as_json: bool, quiet: bool = False, skip: Iterable[str] | None = None, apply_refused: str | None = None,
 ) -> None:
     """Print what ``fp4patch status`` prints: ``header`` (``schema``, ``distribution``, ``version``, ``site_packages``),
     the specs fp4patch's record names (``recorded``), the notes on a stale record and an interrupted run (or None),
-    every spec's report (``--json`` dicts), ``note`` (lines on a release fp4patch does not know) and the spec ids
-    ``--skip`` left out (``skip``, JSON ``left_out``); JSON with
+    every spec's report (``--json`` dicts), ``note`` (lines on a release fp4patch does not know), the spec ids
+    ``--skip`` left out (``skip``, JSON ``left_out``) and why ``apply`` would refuse to write the files of the specs
+    not applied (``apply_refused``: :meth:`fp4patch.engine.Engine.apply_refusal`, or None); JSON with
     ``as_json``, nothing with ``quiet``. Shared by the CLI and the recorded fast path (:mod:`fp4patch.cli.entry`)."""
     if as_json:
-        print_json(status_json(header, recorded, stale, interrupted, reports, skip))
+        print_json(status_json(header, recorded, stale, interrupted, reports, skip, apply_refused))
     elif not quiet:
-        print("\n".join(status_lines(header, recorded, stale, interrupted, reports, note, skip)), flush=True)
+        print("\n".join(status_lines(header, recorded, stale, interrupted, reports, note, skip, apply_refused)), flush=True)
 
 
 def apply_output(

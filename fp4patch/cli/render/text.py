@@ -237,7 +237,7 @@ def verify_lines(
 
 def status_lines(
     header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
-    note: list[str], skip: Iterable[str] | None = None,
+    note: list[str], skip: Iterable[str] | None = None, apply_refused: str | None = None,
 ) -> list[str]:
     """What ``fp4patch status`` prints as text (arguments: :func:`fp4patch.cli.render.output.status_output`)."""
     color = use_color()
@@ -248,6 +248,8 @@ def status_lines(
         *(wrap(f"stale record: {stale}") if stale else []),
         *(wrapped(f"interrupted: {interrupted}").replace("interrupted:", paint("interrupted:", "red", color), 1).split("\n") if interrupted else []),
         *reports_lines(reports, show_summary=True, color=color),
+        *(wrapped(f"apply refuses: {apply_refused}").replace("apply refuses:", paint("apply refuses:", "red", color), 1).split("\n")
+          if apply_refused else []),
         *skipped_lines(skip),
         *note,
     ]
