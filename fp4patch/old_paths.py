@@ -2,10 +2,13 @@
 
 ``fp4patch.plan`` is :mod:`fp4patch.engine.plan`, ``fp4patch.operations.base`` is :mod:`fp4patch.codemods.base`,
 and so on for every module that moved (:data:`MOVED`, :data:`MOVED_PACKAGES`): the old name is an alias of the
-same module object (``sys.modules`` holds both), so attributes set through one are seen through the other and
-``python -m fp4patch.compat`` still runs the tool. :func:`install` puts :class:`OldPathFinder` last on
-``sys.meta_path``; it answers only names of :data:`MOVED` and :data:`MOVED_PACKAGES`, after the regular finders
-found nothing, and imports nothing until such a name is imported. New code imports the new paths
+same module object (``sys.modules`` holds both; the module keeps its own ``__name__`` and ``__spec__``, so
+``importlib.reload`` and pickling use the new name), so attributes set through one are seen through the other and
+``python -m fp4patch.compat`` still runs the tool. :func:`install` puts :class:`OldPathFinder` first on
+``sys.meta_path``: a submodule of a moved package (``fp4patch.operations.base``) must not be found a second time by
+the path finder through the package's ``__path__`` (a second module object, with classes of its own). It answers
+only names of :data:`MOVED` and :data:`MOVED_PACKAGES` (``None`` for every other name, and for an old name whose new
+module does not exist) and imports nothing until such a name is imported. New code imports the new paths
 (``docs/architecture.md`` is the map).
 """
 
@@ -53,14 +56,20 @@ class _AliasLoader:
     """Loads an old name as the module its new name imports (the same object). A loader by protocol, not by
     :class:`importlib.abc.Loader` (that import costs the fast path of ``verify`` ~100 ms: importlib.resources)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, package: bool) -> None:
         self.target = target
+        self.package = package
+        self._spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__  # the import system sets the alias's spec on it next; exec_module puts it back
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing: the new name's import ran the module."""
+        """Nothing runs (the new name's import ran the module); its own ``__spec__`` is put back."""
+        if self._spec is not None:
+            module.__spec__ = self._spec
 
     def get_code(self, fullname: str) -> CodeType:
         """For ``python -m fp4patch.compat``: code that runs the new module as ``__main__`` (:func:`runpy.run_module`,
@@ -68,10 +77,7 @@ class _AliasLoader:
         return compile(f"import runpy\nrunpy.run_module({self.target!r}, run_name='__main__', alter_sys=True)\n", f"<{fullname}>", "exec")
 
     def is_package(self, fullname: str) -> bool:
-        import importlib.util
-
-        spec = importlib.util.find_spec(self.target)
-        return bool(spec is not None and spec.submodule_search_locations is not None)
+        return self.package
 
 
 class OldPathFinder:
@@ -81,11 +87,16 @@ class OldPathFinder:
         new = new_name(fullname)
         if new is None:
             return None
-        loader = _AliasLoader(new)
-        return importlib.machinery.ModuleSpec(fullname, loader, is_package=loader.is_package(fullname))
+        import importlib.util
+
+        found = sys.modules[new].__spec__ if new in sys.modules else importlib.util.find_spec(new)
+        if found is None:
+            return None
+        package = found.submodule_search_locations is not None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new, package), is_package=package)
 
 
 def install() -> None:
-    """Put one :class:`OldPathFinder` last on ``sys.meta_path`` (again after a reload: never twice)."""
+    """Put one :class:`OldPathFinder` first on ``sys.meta_path`` (again after a reload: never twice)."""
     if not any(type(f).__name__ == "OldPathFinder" and type(f).__module__ == __name__ for f in sys.meta_path):
-        sys.meta_path.append(OldPathFinder())
+        sys.meta_path.insert(0, OldPathFinder())

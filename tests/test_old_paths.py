@@ -73,3 +73,49 @@ def test_importing_fp4patch_imports_only_the_finder() -> None:
     loaded = ast.literal_eval(done.stdout)  # a printed list of module names
     assert {m for m in loaded if m.startswith("fp4patch")} == {"fp4patch", "fp4patch.old_paths"}, loaded
     assert not {"importlib.abc", "importlib.resources", "importlib.util"} & set(loaded), loaded
+
+
+SUBMODULE_CHILD = """
+import sys, importlib
+import fp4patch.codemods
+from fp4patch.operations.base import Operation, OperationError
+from fp4patch.operations.add_decorator import AddDecorator
+import fp4patch.codemods.base as new
+import fp4patch.plan
+plan = sys.modules["fp4patch.engine.plan"]
+print(sys.modules["fp4patch.operations.base"] is new, Operation is new.Operation, issubclass(AddDecorator, new.Operation),
+      plan.__spec__.name, plan.__name__, importlib.util.find_spec("fp4patch.operations.no_such_module"))
+importlib.reload(sys.modules["fp4patch.operations"])
+import fp4patch.codemods.append_to_module
+print(fp4patch.codemods.__path__ == [fp4patch.codemods.__spec__.submodule_search_locations[0]])
+"""
+
+
+def test_a_moved_packages_submodule_runs_once_and_modules_keep_their_names() -> None:
+    """In a fresh process (the parent's imports would hide it): the submodule imported through the old package name
+    is the new module, not a second copy found through the package's ``__path__`` (its classes would differ, an
+    error raised by the codemods would not be caught as the old name's class); the module keeps its own
+    ``__spec__`` (``importlib.reload`` reloads it under its name); an old name whose module does not exist has no
+    spec; reloading the old package leaves the new one's ``__path__``."""
+    done = subprocess.run([sys.executable, "-c", SUBMODULE_CHILD], capture_output=True, text=True, check=True)
+    first, second = done.stdout.splitlines()
+    assert first == "True True True fp4patch.engine.plan fp4patch.engine.plan None", first
+    assert second == "True", done.stdout
+
+
+def test_star_imports_of_the_packages_that_kept_their_names_offer_the_old_modules_names() -> None:
+    for package, names in (("fp4patch.engine", {"Engine", "select_specs", "APPLIED"}), ("fp4patch.catalog", {"load_catalog", "Catalog", "evidence_text"})):
+        found: dict = {}
+        exec(f"from {package} import *", found)  # noqa: S102 - the star import is what is tested
+        assert names <= set(found), (package, sorted(found))
+
+
+def test_the_compat_tools_old_names_are_still_offered() -> None:
+    """``fp4patch.compat`` offered the replay and the report's markers before they had modules of their own."""
+    from fp4patch.compat import KEPT_SECTIONS, cut_catalog, render_replay, replay_release
+    from fp4patch.tools.compat_report import KEPT_SECTIONS as kept
+    from fp4patch.tools.replay import cut_catalog as cut
+    from fp4patch.tools.replay import render_replay as rendered
+    from fp4patch.tools.replay import replay_release as released
+
+    assert (KEPT_SECTIONS, cut_catalog, render_replay, replay_release) == (kept, cut, rendered, released)

@@ -25,8 +25,11 @@ def __getattr__(name: str) -> Any:
     Raises:
         AttributeError: a name that module does not define.
     """
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    if name == "__all__":  # ``from fp4patch.catalog import *``: what the single-file module offered
+        module = importlib.import_module(".catalog_file", __name__)
+        return [n for n, v in vars(module).items() if not n.startswith("_") and n != "annotations" and not isinstance(v, type(importlib))]
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(".catalog_file", __name__), name)

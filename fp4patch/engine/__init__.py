@@ -30,8 +30,11 @@ def __getattr__(name: str) -> Any:
     Raises:
         AttributeError: a name the coordinator does not define.
     """
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    if name == "__all__":  # ``from fp4patch.engine import *``: what the single-file module offered
+        module = importlib.import_module(".coordinator", __name__)
+        return [n for n, v in vars(module).items() if not n.startswith("_") and n != "annotations" and not isinstance(v, type(importlib))]
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(".coordinator", __name__), name)
