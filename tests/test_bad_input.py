@@ -532,21 +532,25 @@ def test_a_development_install_without_direct_url_is_named_with_where_its_files_
     unchanged(site_060, before)
 
 
-def test_a_setup_py_develop_egg_info_in_a_source_tree_is_refused(tmp_path: Path) -> None:
-    """``setup.py develop``: the metadata is an ``.egg-info`` in the checkout, which a .pth puts on the path."""
-    from fp4patch.target.environment import TargetEnvironment, find_distribution
+@pytest.mark.parametrize("layout", ["flat", "src"])
+def test_a_setup_py_develop_egg_info_in_a_source_tree_is_refused(tmp_path: Path, layout: str) -> None:
+    """``setup.py develop``: the metadata is an ``.egg-info`` in the checkout (or in its ``src/`` folder, with
+    ``setup.py`` one level up: the break-it run saw apply plan its writes into such a checkout), which a .pth puts
+    on the path."""
     from fp4patch.errors import EnvironmentProblem
+    from fp4patch.target.environment import TargetEnvironment, find_distribution
 
     checkout = tmp_path / "checkout"
-    (checkout / "flashinfer").mkdir(parents=True)
-    (checkout / "flashinfer" / "__init__.py").write_text("", encoding="utf-8")
+    tree = checkout / "src" if layout == "src" else checkout
+    (tree / "flashinfer").mkdir(parents=True)
+    (tree / "flashinfer" / "__init__.py").write_text("", encoding="utf-8")
     (checkout / "setup.py").write_text("from setuptools import setup\nsetup()\n", encoding="utf-8")
-    info = checkout / "flashinfer_python.egg-info"
+    info = tree / "flashinfer_python.egg-info"
     info.mkdir()
     (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.0\n", encoding="utf-8")
     with pytest.raises(EnvironmentProblem) as caught:
-        find_distribution(TargetEnvironment((str(tmp_path / "site"), str(checkout)), sys.executable, "a test environment"), "flashinfer-python")
-    assert f"is a development (setup.py develop) install: its files are in {checkout}" in str(caught.value)
+        find_distribution(TargetEnvironment((str(tmp_path / "site"), str(tree)), sys.executable, "a test environment"), "flashinfer-python")
+    assert f"is a development (setup.py develop) install: its files are in {tree}" in str(caught.value)
 
 
 def test_site_packages_is_a_zip_archive(tmp_path: Path, site_060: Path) -> None:

@@ -446,7 +446,7 @@ def editable_install(dist: metadata.Distribution) -> tuple[str, str] | None:
     * a PEP 660 editable by setuptools: a ``__editable__.*.pth`` / ``__editable___*_finder.py`` in
       RECORD; the finder's ``MAPPING`` names the package directories;
     * ``setup.py develop`` / ``pip install -e`` with an old setuptools: ``*.egg-info`` metadata in a
-      source tree (beside ``setup.py`` or ``pyproject.toml``), or an ``<name>.egg-link`` in the
+      source tree (beside ``setup.py`` or ``pyproject.toml``, or in its ``src/`` folder), or an ``<name>.egg-link`` in the
       site-packages;
     * metadata in site-packages whose top-level package is not there but in a directory that a
       ``.pth`` file of that site-packages adds to the path.
@@ -482,7 +482,9 @@ def editable_install(dist: metadata.Distribution) -> tuple[str, str] | None:
             except OSError:
                 lines = []
             return "an editable (setuptools, PEP 660)", ", ".join(lines) or f"the source tree named in {pth}"
-    if folder.name.endswith(".egg-info") and any((folder.parent / f).is_file() for f in ("setup.py", "pyproject.toml", "setup.cfg")):
+    # the checkout's own folder, or its src/ folder (src layout: setup.py one level up; break-it run, 2026-12-02)
+    trees = [folder.parent, *([folder.parent.parent] if folder.parent.name == "src" else [])]
+    if folder.name.endswith(".egg-info") and any((t / f).is_file() for t in trees for f in ("setup.py", "pyproject.toml", "setup.cfg")):
         return "a development (setup.py develop)", str(folder.parent)
     packages = _top_level(dist)
     for package in packages:
