@@ -284,7 +284,8 @@ print("MARK" + json.dumps(dict(calls=calls, graphs=len(graphs), breaks=breaks, e
 """.replace("MARK", MARK)
 
 
-#: Where Dynamo stops in FlashInfer's JIT set-up before torch 2.9, patched or not (make test-torch, 2026-12-02).
+#: Where Dynamo stops before torch 2.9, patched or not (make test-torch, 2026-12-02): in FlashInfer's JIT set-up, and in
+#: packaging 26's ``Version()`` that the patched helper returns (packaging 24 traces there; break-it run, 2026-12-02).
 OLD_DYNAMO_STOPS_AT = {
     (2, 7): "Unsupported: Unsupported method call",
     (2, 8): "InternalTorchDynamoError: AttributeError: 'UserDefinedExceptionObjectVariable' object has no attribute 'call_setattr'",
