@@ -269,6 +269,27 @@ def test_unknown_option(site_060: Path) -> None:
     unchanged(site_060, before)
 
 
+@pytest.mark.parametrize("output", [(), ("--json",), ("--format", "github")], ids=["text", "json", "github"])
+@pytest.mark.parametrize("content", ["empty", "junk", "truncated"])
+def test_verify_wheel_of_a_file_that_is_not_a_wheel_is_one_line(tmp_path: Path, content: str, output: tuple[str, ...]) -> None:
+    """`verify --wheel` of an empty, junk or truncated file ended in zipfile's traceback (`BadZipFile: File is not a
+    zip file`, exit 1) in every output format: one line naming the file and what gets a good copy now, exit 2 as for
+    a damaged --sdist, nothing written (no download, no temporary directory left)."""
+    from .conftest import DIST, fetch
+
+    wheel = tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl"
+    wheel.write_bytes({"empty": b"", "junk": b"not a zip archive\n" * 64, "truncated": fetch(DIST, "0.6.0").read_bytes()[:200_000]}[content])
+    given = wheel.read_bytes()
+    scratch, cache = tmp_path / "tmp", tmp_path / "cache"
+    scratch.mkdir()
+    done = run_cli("verify", "--wheel", str(wheel), *output, env={"TMPDIR": str(scratch), "FP4PATCH_CACHE": str(cache)})
+    line = refused(done, 2, f"{wheel}: cannot unpack: not a wheel (zip) file", "download it again")
+    assert "Traceback" not in done.stdout + done.stderr
+    if output == ("--json",):
+        assert json.loads(done.stdout) == {"schema": 1, "error": line.removeprefix("fp4patch: error: "), "exit_code": 2}
+    assert wheel.read_bytes() == given and not list(scratch.iterdir()) and not cache.exists()
+
+
 # =========================================================================== the installed files (exit 1)
 def test_version_not_targeted(tmp_path: Path, site_060: Path) -> None:
     metadata = site_060 / DIST_INFO / "METADATA"
