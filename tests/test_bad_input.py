@@ -269,6 +269,27 @@ def test_unknown_option(site_060: Path) -> None:
     unchanged(site_060, before)
 
 
+@pytest.mark.parametrize("output", [(), ("--json",), ("--format", "github")], ids=["text", "json", "github"])
+@pytest.mark.parametrize("content", ["empty", "junk", "truncated"])
+def test_verify_wheel_of_a_file_that_is_not_a_wheel_is_one_line(tmp_path: Path, content: str, output: tuple[str, ...]) -> None:
+    """`verify --wheel` of an empty, junk or truncated file ended in zipfile's traceback (`BadZipFile: File is not a
+    zip file`, exit 1) in every output format: one line naming the file and what gets a good copy now, exit 2 as for
+    a damaged --sdist, nothing written (no download, no temporary directory left)."""
+    from .conftest import DIST, fetch
+
+    wheel = tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl"
+    wheel.write_bytes({"empty": b"", "junk": b"not a zip archive\n" * 64, "truncated": fetch(DIST, "0.6.0").read_bytes()[:200_000]}[content])
+    given = wheel.read_bytes()
+    scratch, cache = tmp_path / "tmp", tmp_path / "cache"
+    scratch.mkdir()
+    done = run_cli("verify", "--wheel", str(wheel), *output, env={"TMPDIR": str(scratch), "FP4PATCH_CACHE": str(cache)})
+    line = refused(done, 2, f"{wheel}: cannot unpack: not a wheel (zip) file", "download it again")
+    assert "Traceback" not in done.stdout + done.stderr
+    if output == ("--json",):
+        assert json.loads(done.stdout) == {"schema": 1, "error": line.removeprefix("fp4patch: error: "), "exit_code": 2}
+    assert wheel.read_bytes() == given and not list(scratch.iterdir()) and not cache.exists()
+
+
 # =========================================================================== the installed files (exit 1)
 def test_version_not_targeted(tmp_path: Path, site_060: Path) -> None:
     metadata = site_060 / DIST_INFO / "METADATA"
@@ -448,6 +469,50 @@ def test_status_and_verify_say_that_apply_refuses_a_symlinked_target(tmp_path: P
     shutil.copyfile(real, target)
     assert json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)["apply_refused"] is None
     assert run_cli("verify", "--applicable", "--spec", CUDA, *sp(site_060)).returncode == 0
+
+
+def test_a_symlinked_package_folder_is_refused_like_a_symlinked_file(tmp_path: Path, site_060: Path) -> None:
+    """site-packages/flashinfer -> a shared copy elsewhere (regular files inside): apply wrote through the folder's link
+    into the shared copy, status said nothing and verify --applicable passed. A link anywhere between site-packages and
+    a target file is now refused as a linked file is (the same line, exit 3); verify --json gives it as apply_refused,
+    as status --json does, not as interrupted. A site-packages reached through a link (a venv's lib64 -> lib) is not."""
+    import jsonschema
+
+    from .conftest import REPO
+
+    folder = site_060 / "flashinfer"
+    real = tmp_path / "elsewhere" / "cache" / "flashinfer"
+    real.parent.mkdir(parents=True)
+    shutil.move(folder, real)
+    os.symlink(real, folder)
+    before, shared = snapshot(site_060), snapshot(real)
+    line = refused(run_cli("apply", *sp(site_060)), 3, f"{folder}: is a symbolic link to {real}", "--link-mode=copy")
+    reason = line.removeprefix("fp4patch: error: ")
+    unchanged(real, shared)
+    status = json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)
+    assert status["apply_refused"] == reason, status["apply_refused"]
+    text = run_cli("status", *sp(site_060), check=True).stdout
+    assert "apply refuses: " + reason in " ".join(text.split()), text
+    for args in (("--applicable",), ()):
+        verify = run_cli("verify", *args, "--spec", CUDA, *sp(site_060))
+        assert verify.returncode == 1, verify.stdout + verify.stderr
+        assert "verify: failed — " + reason in " ".join(verify.stdout.split()), verify.stdout
+    verify = run_cli("verify", "--applicable", "--json", *sp(site_060))
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    payload = json.loads(verify.stdout)
+    assert (payload["apply_refused"], payload["interrupted"], payload["ok"]) == (reason, None, False), payload
+    schema = json.loads((REPO / "docs" / "json-schema.json").read_text())
+    jsonschema.validate(payload, {**schema, "$ref": "#/$defs/verify"})
+    unchanged(site_060, before)
+    unchanged(real, shared)
+    # the folder back in place, the site-packages reached through a link: nothing to refuse below it
+    folder.unlink()
+    shutil.move(real, folder)
+    lib64 = tmp_path / "lib64"
+    os.symlink(site_060, lib64)
+    assert json.loads(run_cli("status", "--json", *sp(lib64), check=True).stdout)["apply_refused"] is None
+    assert json.loads(run_cli("verify", "--applicable", "--json", "--spec", CUDA, *sp(lib64)).stdout)["apply_refused"] is None
+    run_cli("apply", "--spec", CUDA, *sp(lib64), check=True)  # hard links (site_060's files) are written by rename
 
 
 def test_uv_symlink_layout_names_every_link_and_the_reinstall(tmp_path: Path, site_060: Path) -> None:

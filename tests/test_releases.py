@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -42,5 +43,28 @@ def test_an_archive_with_an_absolute_link_is_a_one_line_error(tmp_path: Path) ->
         link = tarfile.TarInfo("flashinfer_python-0.2.6/build/aot-ops-package-dir")
         link.type, link.linkname = tarfile.SYMTYPE, "/tmp"
         tar.addfile(link)
-    with pytest.raises(EnvironmentProblem, match="cannot unpack .*delete it from the cache"):
+    with pytest.raises(EnvironmentProblem, match="cannot unpack .*download it again"):
         unpack(archive, tmp_path / "site")
+
+
+def test_a_damaged_archive_is_one_line_that_says_how_to_get_a_good_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel whose member does not inflate, and a junk sdist (tarfile's error spans a line per compression it tried):
+    one line each; a file fp4patch downloaded is fetched again, a file the user gave is downloaded again."""
+    import zipfile
+
+    wheel = tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("flashinfer/__init__.py", "x = 1\n" * 2000)
+    data = bytearray(wheel.read_bytes())
+    data[60:80] = b"\xff" * 20  # inside the member's compressed bytes
+    wheel.write_bytes(bytes(data))
+    with pytest.raises(EnvironmentProblem, match=f"^{re.escape(str(wheel))}: cannot unpack: not a wheel .*; download it again$"):
+        unpack(wheel, tmp_path / "site")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sdist = cache / "flashinfer_python-0.6.0.tar.gz"
+    sdist.write_bytes(b"junk\n" * 100)
+    monkeypatch.setenv("FP4PATCH_CACHE", str(cache))
+    with pytest.raises(EnvironmentProblem) as raised:
+        unpack(sdist, tmp_path / "site2")
+    assert "\n" not in str(raised.value) and str(raised.value).endswith("; delete it from the cache and fetch the release again"), raised.value

@@ -161,6 +161,21 @@ def pip_reason(stderr: str) -> str:
     return (meaningful or lines or ["no output"])[-1]
 
 
+def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (tarfile's ``ReadError`` lists each compression it tried on a line of its own)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _get_again(archive: Path) -> str:
+    """What gets a good copy of an ``archive`` that cannot be unpacked: fetching the release again when it is fp4patch's
+    download (:func:`cache_dir`), else downloading it again (a file given with ``verify --wheel/--sdist``)."""
+    try:
+        archive.resolve().relative_to(cache_dir().resolve())
+    except (ValueError, OSError, RuntimeError):
+        return "download it again"
+    return "delete it from the cache and fetch the release again"
+
+
 def unpack(archive: Path, destination: Path, sources_only: bool = False, keep: frozenset[str] | None = None) -> Path:
     """Unpack ``archive`` (wheel or sdist) into ``destination`` and return the site-packages dir.
 
@@ -173,14 +188,20 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False, keep: f
     packages are copied and a ``<name>-<version>.dist-info/METADATA`` is written from PKG-INFO.
 
     Raises:
-        EnvironmentProblem: the archive is neither a wheel nor an sdist.
+        EnvironmentProblem: the archive is neither a wheel nor an sdist, or cannot be read as one (empty, junk,
+            truncated, a damaged member, a link out of the tree): one line naming it, and what gets a good copy.
     """
     destination.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
-        with zipfile.ZipFile(archive) as wheel:
-            kept = fingerprinted_native() if keep is None else keep
-            members = [n for n in wheel.namelist() if not sources_only or is_source(n) or ".dist-info/" in n or n in kept]
-            wheel.extractall(destination, members)
+        import zlib
+
+        try:
+            with zipfile.ZipFile(archive) as wheel:
+                kept = fingerprinted_native() if keep is None else keep
+                members = [n for n in wheel.namelist() if not sources_only or is_source(n) or ".dist-info/" in n or n in kept]
+                wheel.extractall(destination, members)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:  # empty, junk or truncated; a member that does not inflate
+            raise EnvironmentProblem(f"{archive}: cannot unpack: not a wheel (zip) file, or a damaged one ({_one_line(exc)}); {_get_again(archive)}") from None
         return destination
     if archive.name.endswith(".tar.gz"):
         scratch = destination.parent / (destination.name + ".sdist")
@@ -188,7 +209,7 @@ def unpack(archive: Path, destination: Path, sources_only: bool = False, keep: f
             with tarfile.open(archive) as tar:
                 tar.extractall(scratch, filter="data")
         except (tarfile.TarError, OSError) as exc:  # FilterError included: a link out of the tree, an absolute path
-            raise EnvironmentProblem(f"{archive}: cannot unpack ({exc}); delete it from the cache and fetch the release again") from None
+            raise EnvironmentProblem(f"{archive}: cannot unpack ({_one_line(exc)}); {_get_again(archive)}") from None
         (root,) = [p for p in scratch.iterdir() if p.is_dir()]
         pkg_info = (root / "PKG-INFO").read_text(encoding="utf-8")
         headers = dict(line.split(": ", 1) for line in pkg_info.splitlines() if ": " in line and not line.startswith(" "))

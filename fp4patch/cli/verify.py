@@ -96,7 +96,7 @@ def verify(
         check_torch(env, "verify")  # below the supported torch: one line
         recorded = lookup(env, request) if not show_changes else None
         if recorded is not None:  # apply recorded this answer and none of its inputs changed
-            head, reports, interrupted, specs_by_id = recorded.header, recorded.reports, None, {}
+            head, reports, interrupted, refused, specs_by_id = recorded.header, recorded.reports, None, None, {}
             where = recorded.site_packages
         else:
             env, engine, selected = context(python, site_packages, specs_dir, spec, env=env, skip=skip)
@@ -114,11 +114,12 @@ def verify(
                     f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
                     f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
                 )
-            # a spec that is not applied yet, in a file apply refuses to write (a symbolic link): not "could be applied"
-            interrupted = interrupted or engine.apply_refusal(waiting)
+            # a spec that is not applied yet, in a file apply refuses to write (a symbolic link on its way down from
+            # site-packages): not "could be applied"; --json gives it as apply_refused, as status --json does
+            refused = engine.apply_refusal(waiting)
         ok = all(r["state"] in ok_states for r in reports)
-        if interrupted:
-            err.print(f"fp4patch: {interrupted}", markup=False)
+        if interrupted or refused:
+            err.print(f"fp4patch: {interrupted or refused}", markup=False)
             ok = False
         cases = functions = None
         trace_note = ""
@@ -155,6 +156,7 @@ def verify(
         verify_output(
             head, reports, ok, ok_states, output, interrupted, cases, specs_by_id, quiet=quiet, functions=functions, opcheck=checked,
             apply_options=[*env.options, *specs_options(specs_dir)], left_out=skipped_lines(skip), trace_note=trace_note,
+            apply_refused=refused,
         )
         return EXIT_OK if ok else EXIT_CHECK_FAILED
 

@@ -283,11 +283,31 @@ def check_result(path: Path, data: bytes) -> None:
         raise DriftError(f"{path}: patched result does not compile ({exc}); the spec's code is wrong for this version — nothing written") from None
 
 
+def linked_component(site_packages: Path, path: Path) -> Path | None:
+    """The first symbolic link on the way from ``site_packages`` down to ``path`` (a folder of it, e.g. a package
+    folder linked into a shared cache, or the file itself), or None. ``site_packages`` itself, and whatever leads to
+    it (a venv's ``lib64 -> lib``, a linked venv), is not looked at: only what lies below it is written through. A
+    ``path`` outside ``site_packages`` is checked alone."""
+    try:
+        parts = path.relative_to(site_packages).parts
+    except ValueError:
+        return path if path.is_symlink() else None
+    current = site_packages
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
+
+
 def link_refusal(dist: InstalledDistribution, paths: Iterable[Path], python: str | None = None) -> str | None:
-    """Why ``apply`` refuses to write ``paths`` (files of ``dist`` it would change), or None: the symbolic links among
-    them, every one named, with the reinstall that gives regular files. ``status`` and ``verify`` say the same
-    before an ``apply`` is tried (:meth:`fp4patch.engine.Engine.apply_refusal`). ``python``: as in :func:`check_apply`."""
-    links = [path for path in paths if path.is_symlink()]
+    """Why ``apply`` refuses to write ``paths`` (files of ``dist`` it would change), or None: the symbolic links on
+    their way down from site-packages (:func:`linked_component`: the file, or a folder of it), every one named once,
+    with the reinstall that gives regular files. A write through a linked folder would change the shared copy the link
+    leads to as surely as one through a linked file. ``status`` and ``verify`` say the same before an ``apply`` is tried
+    (:meth:`fp4patch.engine.Engine.apply_refusal`). ``python``: as in :func:`check_apply`. Hard links are not refused:
+    the atomic rename that writes a file gives it a new inode and leaves the other names alone."""
+    links = list(dict.fromkeys(filter(None, (linked_component(dist.site_packages, path) for path in paths))))
     if not links:
         return None
     # uv's --link-mode=symlink links every file of the install into uv's cache: name them all at once
@@ -306,7 +326,7 @@ def link_refusal(dist: InstalledDistribution, paths: Iterable[Path], python: str
     pip = [*([python, "-m", "pip"] if python else ["pip"]), "install", "--force-reinstall", "--no-deps", pinned]
     return (
         f"{what}; fp4patch patches regular files only — reinstall with copies "
-        f"(`{shlex.join(uv)}`; pip installs copies: `{shlex.join(pip)}`), or replace each link by a copy of its file, then apply"
+        f"(`{shlex.join(uv)}`; pip installs copies: `{shlex.join(pip)}`), or replace each link by a copy of what it links to, then apply"
     )
 
 

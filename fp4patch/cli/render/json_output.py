@@ -28,12 +28,12 @@ def error_json(message: str, exit_code: int) -> str:
 def verify_json(
     header: dict[str, Any], reports: list[dict[str, Any]], ok: bool, interrupted: str | None, left_out: Sequence[str] = (),
     cases: list[dict[str, Any]] | None = None, trace_note: str = "", opcheck: list[dict[str, Any]] | None = None,
-    functions: list[dict[str, Any]] | None = None,
+    functions: list[dict[str, Any]] | None = None, apply_refused: str | None = None,
 ) -> dict[str, Any]:
     """``verify --json`` (arguments: :func:`fp4patch.cli.render.output.verify_output`): the header, ``ok``,
-    ``interrupted``, ``specs``, then ``left_out`` (ids, from the ``left out <id>: --skip`` lines), ``trace``,
-    ``trace_note``, ``opcheck`` and ``trace_functions`` where there are any."""
-    payload = {**header, "ok": ok, "interrupted": interrupted, "specs": reports}
+    ``interrupted``, ``apply_refused`` (as ``status --json`` has it), ``specs``, then ``left_out`` (ids, from the
+    ``left out <id>: --skip`` lines), ``trace``, ``trace_note``, ``opcheck`` and ``trace_functions`` where there are any."""
+    payload = {**header, "ok": ok, "interrupted": interrupted, "apply_refused": apply_refused, "specs": reports}
     if left_out:
         payload["left_out"] = [line.split(" ")[2].rstrip(":") for line in left_out]
     if cases is not None:

@@ -35,6 +35,7 @@ def verify_output(
     apply_options: Sequence[str] = (),
     left_out: Sequence[str] = (),
     trace_note: str = "",
+    apply_refused: str | None = None,
 ) -> None:
     """Print what ``fp4patch verify`` prints for ``reports`` (``--json`` dicts) in ``output``
     format ``table``, ``json`` or ``github``. ``header`` holds ``schema``, ``distribution``,
@@ -43,14 +44,18 @@ def verify_output(
     ``apply_options`` the target and specs options verify was given, for the advised ``fp4patch apply``
     (:func:`fp4patch.cli.render.advice.apply_command`); ``left_out`` one line per spec left out with ``--skip``
     (``left out <id>: --skip``); ``trace_note`` why ``--trace`` ran no probe case (its spec left out), printed in place
-    of the cases.
+    of the cases. ``apply_refused``: why apply would refuse the files of the specs not applied
+    (:meth:`fp4patch.engine.Engine.apply_refusal`), or None; JSON gives it as ``apply_refused`` (``interrupted`` stays
+    the engine's note on an interrupted run or stale bytecode), the text and annotations lead with it as with ``interrupted``.
 
     ``table`` is aligned lines (:func:`fp4patch.cli.render.text.verify_lines`), coloured on a
     terminal (:func:`fp4patch.cli.render.terminal.use_color`); it imports nothing beyond the standard library. ``quiet``
     silences it (JSON and annotations are not affected: the CLI refuses them with ``--quiet``)."""
     if output == "json":
-        print_json(verify_json(header, reports, ok, interrupted, left_out, cases, trace_note, opcheck, functions))
-    elif output == "github":
+        print_json(verify_json(header, reports, ok, interrupted, left_out, cases, trace_note, opcheck, functions, apply_refused))
+        return
+    interrupted = interrupted or apply_refused  # what failed, outside the spec states: it leads the failure line
+    if output == "github":
         github_annotations(reports, ok_states, Path(header["site_packages"]), cases, specs=specs, functions=functions, interrupted=interrupted,
                            apply_options=apply_options)
     elif not quiet:
