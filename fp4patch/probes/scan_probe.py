@@ -79,6 +79,9 @@ _calls = _sibling("scan_calls.py", "_fp4patch_scan_calls")
 FUNCTIONS = _calls.FUNCTIONS
 spec_for, catalog = _calls.spec_for, _calls.catalog
 planned_pool, release_choice, release_lacks = _calls.planned_pool, _calls.release_choice, _calls.release_lacks
+#: the shapes the calls are made of (tokens, hidden size, output features, experts, ...), offered here as before
+#: the call table had a file of its own
+M, K, N, E, TOP_K, I_MOE, L, MAX_M = _calls.M, _calls.K, _calls.N, _calls.E, _calls.TOP_K, _calls.I_MOE, _calls.L, _calls.MAX_M
 
 
 def install_device_stubs(torch):
