@@ -17,7 +17,7 @@ target=(--python "$demo/target/bin/python")
 if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
 step() { printf '\n%s$ fp4patch %s%s\n' "$bold" "$*" "$plain"; }
 step status "${target[@]}";           "$fp4patch" status "${target[@]}"
-step diff --stat "${target[@]}";      "$fp4patch" diff --stat "${target[@]}"  # the whole diff: fp4patch diff (about 4,500 lines on 0.6.0)
+step diff --stat "${target[@]}";      "$fp4patch" diff --stat "${target[@]}"  # the whole diff: fp4patch diff (about 7,900 lines on 0.6.0)
 step apply "${target[@]}";            "$fp4patch" apply "${target[@]}"
 step apply "${target[@]}" "  # again: changes nothing";  "$fp4patch" apply "${target[@]}"
 step verify "${target[@]}";           "$fp4patch" verify "${target[@]}"
