@@ -19,6 +19,11 @@ import importlib.machinery
 import sys
 from types import CodeType, ModuleType
 
+TYPE_CHECKING = False  # typing is not imported: ``import fp4patch`` is on the fast path of ``verify``
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 _GROUPS = {
     "engine": ("plan", "journal", "lock", "manifest", "recovery", "files", "bytecode", "install_record", "leftovers",
                "set_stamp", "sources", "report", "selection", "verdict", "advice"),
@@ -94,6 +99,27 @@ class OldPathFinder:
             return None
         package = found.submodule_search_locations is not None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new, package), is_package=package)
+
+
+def names_of(package: str, module: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``package`` that offers the names of its module ``module`` on first use,
+    ``__all__`` included (what ``from package import *`` took when the package was that single-file module); for
+    ``fp4patch.engine`` (:mod:`~fp4patch.engine.coordinator`) and ``fp4patch.catalog``
+    (:mod:`~fp4patch.catalog.catalog_file`), whose import must load nothing (the fast path of ``verify``).
+
+    The returned function raises :class:`AttributeError` for a name the module does not define and for other dunder
+    names.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name == "__all__":
+            found = importlib.import_module(module, package)
+            return [n for n, v in vars(found).items() if not n.startswith("_") and n != "annotations" and not isinstance(v, ModuleType)]
+        if name.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module, package), name)
+
+    return __getattr__
 
 
 def install() -> None:

@@ -443,6 +443,17 @@ def test_symlinked_target_file_is_refused(tmp_path: Path, site_060: Path) -> Non
     assert target.is_symlink() and real.read_bytes() == real_bytes
 
 
+def status_and_verify_refuse(site: Path, reason: str) -> None:
+    """``status`` prints apply's refusal (``apply refuses: REASON``) and ``verify``, with and without
+    ``--applicable``, fails (exit 1) with it."""
+    text = run_cli("status", *sp(site), check=True).stdout
+    assert "apply refuses: " + reason in " ".join(text.split()), text
+    for args in (("--applicable",), ()):
+        verify = run_cli("verify", *args, "--spec", CUDA, *sp(site))
+        assert verify.returncode == 1, verify.stdout + verify.stderr
+        assert "verify: failed — " + reason in " ".join(verify.stdout.split()), verify.stdout
+
+
 def test_status_and_verify_say_that_apply_refuses_a_symlinked_target(tmp_path: Path, site_060: Path) -> None:
     """`status` said `applicable` and `verify --applicable` passed while `apply` refused the linked file (exit 3):
     both now give apply's own line, and `verify --applicable` fails (the spec cannot be applied as the files are)."""
@@ -457,12 +468,7 @@ def test_status_and_verify_say_that_apply_refuses_a_symlinked_target(tmp_path: P
     status = json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)
     assert status["apply_refused"] == reason, status["apply_refused"]
     assert {r["id"]: r["state"] for r in status["specs"]}[CUDA] == "applicable"
-    text = run_cli("status", *sp(site_060), check=True).stdout
-    assert "apply refuses: " + reason in " ".join(text.split()), text
-    for args in (("--applicable",), ()):
-        verify = run_cli("verify", *args, "--spec", CUDA, *sp(site_060))
-        assert verify.returncode == 1, verify.stdout + verify.stderr
-        assert "verify: failed — " + reason in " ".join(verify.stdout.split()), verify.stdout
+    status_and_verify_refuse(site_060, reason)
     unchanged(site_060, before)
     # a regular file again: nothing to refuse
     target.unlink()
@@ -491,12 +497,7 @@ def test_a_symlinked_package_folder_is_refused_like_a_symlinked_file(tmp_path: P
     unchanged(real, shared)
     status = json.loads(run_cli("status", "--json", *sp(site_060), check=True).stdout)
     assert status["apply_refused"] == reason, status["apply_refused"]
-    text = run_cli("status", *sp(site_060), check=True).stdout
-    assert "apply refuses: " + reason in " ".join(text.split()), text
-    for args in (("--applicable",), ()):
-        verify = run_cli("verify", *args, "--spec", CUDA, *sp(site_060))
-        assert verify.returncode == 1, verify.stdout + verify.stderr
-        assert "verify: failed — " + reason in " ".join(verify.stdout.split()), verify.stdout
+    status_and_verify_refuse(site_060, reason)
     verify = run_cli("verify", "--applicable", "--json", *sp(site_060))
     assert verify.returncode == 1, verify.stdout + verify.stderr
     payload = json.loads(verify.stdout)

@@ -15,21 +15,7 @@ Importing this package imports none of its modules: the names of :mod:`.catalog_
 
 from __future__ import annotations
 
-from typing import Any
+from ..old_paths import names_of
 
-
-def __getattr__(name: str) -> Any:
-    """A name of :mod:`fp4patch.catalog.catalog_file` (``load_catalog``, ``Catalog``, ...), imported on first use
-    (PEP 562).
-
-    Raises:
-        AttributeError: a name that module does not define.
-    """
-    import importlib
-
-    if name == "__all__":  # ``from fp4patch.catalog import *``: what the single-file module offered
-        module = importlib.import_module(".catalog_file", __name__)
-        return [n for n, v in vars(module).items() if not n.startswith("_") and n != "annotations" and not isinstance(v, type(importlib))]
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(".catalog_file", __name__), name)
+#: the names of :mod:`.catalog_file` (``load_catalog``, ``Catalog``, ...), imported on first use (PEP 562)
+__getattr__ = names_of(__name__, ".catalog_file")

@@ -102,17 +102,9 @@ def scan_names(only: list[str] | None) -> list[str] | None:
 def closest_entry(name: str, known: list[str]) -> str | None:
     """The ``--function`` most likely meant by ``name``, which names no entry: among the entries and their base names
     (``mm_fp4`` selects ``mm_fp4[cutlass]``, ...), the one equal to it once ``-``/``_`` and case are normalised
-    (``mm-fp4``, ``MM_FP4`` → ``mm_fp4``), else the closest such spelling (:func:`difflib.get_close_matches`), else None."""
-    import difflib
-
-    def normal(text: str) -> str:
-        return text.lower().replace("-", "_")
+    (``mm-fp4``, ``MM_FP4`` → ``mm_fp4``), else the closest such spelling
+    (:func:`~fp4patch.engine.selection.closest_spelling`), else None."""
+    from ..engine.selection import closest_spelling
 
     candidates = list(dict.fromkeys([*(k.split("[")[0] for k in known), *known]))
-    by_normal = {}
-    for candidate in candidates:
-        by_normal.setdefault(normal(candidate), candidate)
-    if normal(name) in by_normal:
-        return by_normal[normal(name)]
-    close = difflib.get_close_matches(normal(name), list(by_normal), n=1, cutoff=0.6)
-    return by_normal[close[0]] if close else None
+    return closest_spelling(name, candidates, lambda text: text.lower().replace("-", "_"))[0]

@@ -20,21 +20,7 @@ names) are loaded on first use, so ``from fp4patch.engine import Engine`` keeps 
 
 from __future__ import annotations
 
-from typing import Any
+from ..old_paths import names_of
 
-
-def __getattr__(name: str) -> Any:
-    """A name of :mod:`fp4patch.engine.coordinator` (``Engine``, ``select_specs``, ``APPLIED``, ...), imported on
-    first use (PEP 562).
-
-    Raises:
-        AttributeError: a name the coordinator does not define.
-    """
-    import importlib
-
-    if name == "__all__":  # ``from fp4patch.engine import *``: what the single-file module offered
-        module = importlib.import_module(".coordinator", __name__)
-        return [n for n, v in vars(module).items() if not n.startswith("_") and n != "annotations" and not isinstance(v, type(importlib))]
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(".coordinator", __name__), name)
+#: the names of :mod:`.coordinator` (``Engine``, ``select_specs``, ``APPLIED``, ...), imported on first use (PEP 562)
+__getattr__ = names_of(__name__, ".coordinator")

@@ -18,7 +18,7 @@ that words the commands a message advises — and returns values or raises; none
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import DriftError, FileSystemError, UsageError
@@ -75,13 +75,26 @@ def check_known(ids: list[str], known: list[str]) -> None:
     unknown = [i for i in ids if i not in known]
     if not unknown:
         return
+    name = unknown[0]
+    close, same = closest_spelling(name, known)
+    hint = f"did you mean {close!r}{' (spec ids are lower case)' if same else ''}? " if close else ""
+    raise UsageError(f"unknown spec {name!r}; {hint}`fp4patch status` lists the {len(known)} known specs")
+
+
+def closest_spelling(name: str, known: list[str], normal: Callable[[str], str] = str.lower) -> tuple[str | None, bool]:
+    """The name of ``known`` that ``name`` (which names none) most likely means, and whether it is the same name once
+    both are ``normal``-ised (case; ``-``/``_`` for scan entries): the first such name, else the closest spelling
+    among the normalised names (:func:`difflib.get_close_matches`, cutoff 0.6), else ``(None, False)``. Shared by
+    ``--spec``/``--skip`` (:func:`check_known`) and ``scan --function``."""
     import difflib
 
-    name = unknown[0]
-    same = [k for k in known if k.lower() == name.lower()]
-    close = same or difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}{' (spec ids are lower case)' if same else ''}? " if close else ""
-    raise UsageError(f"unknown spec {name!r}; {hint}`fp4patch status` lists the {len(known)} known specs")
+    by_normal: dict[str, str] = {}
+    for candidate in known:
+        by_normal.setdefault(normal(candidate), candidate)
+    if normal(name) in by_normal:
+        return by_normal[normal(name)], True
+    close = difflib.get_close_matches(normal(name), list(by_normal), n=1, cutoff=0.6)
+    return (by_normal[close[0]], False) if close else (None, False)
 
 
 def check_conflicts(selected: list[Spec], present: set[str], where: str = "selected together") -> None:
