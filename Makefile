@@ -39,7 +39,7 @@ $(VENV)/.installed: pyproject.toml requirements-test.txt
 	touch $@
 
 demo:
-	bash scripts/demo.sh $(FLASHINFER_VERSION)
+	PYTHON='$(PYTHON)' bash scripts/demo.sh $(FLASHINFER_VERSION)
 
 # Tests run in TEST_JOBS pytest-xdist workers (auto: one per CPU core), spread test by test;
 # tests marked xdist_group run in one worker (see tests/conftest.py). TEST_JOBS=0 runs in one process.

@@ -297,3 +297,31 @@ def test_make_test_torch_runs_the_matrix_of_the_variables(tmp_path: Path) -> Non
     done = subprocess.run(["make", "-pn", "test-torch", f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=REPO, env=env, check=False)
     (cache,) = [line for line in done.stdout.splitlines() if line.startswith("FP4PATCH_TORCH_CACHE ")]
     assert cache.endswith("$(HOME)/.cache/fp4patch/torch")
+
+
+def _recording_interpreter(path: Path, log: Path) -> Path:
+    """A stand-in interpreter at ``path``: appends ``<its name> <arguments>`` to ``log`` and exits 7."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\nexit 7\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_make_demo_makes_its_venvs_with_the_python_given(tmp_path: Path) -> None:
+    """``make demo PYTHON=...`` (Makefile's variable, as for ``make test``) creates the demo's venvs with that
+    interpreter, not with whatever ``python3`` is on PATH (issue 34, item 9). Run on a copy of the Makefile and
+    scripts/demo.sh (the demo replaces ``.demo`` beside the script), with stand-ins that stop at the first venv."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    checkout = tmp_path / "checkout"
+    for relative in ("Makefile", "scripts/demo.sh"):
+        (checkout / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / relative, checkout / relative)
+    log = tmp_path / "calls.log"
+    chosen = _recording_interpreter(tmp_path / "chosen" / "python3.11", log)
+    _recording_interpreter(tmp_path / "path" / "python3", log)  # what PATH offers
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES and k not in MAKE_INHERITED}
+    env["PATH"] = f"{tmp_path / 'path'}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(["make", "demo", f"PYTHON={chosen}"], capture_output=True, text=True, cwd=checkout, env=env, check=False)
+    assert done.returncode != 0, done.stdout + done.stderr  # the stand-in refused to make the venv
+    assert log.read_text().splitlines() == [f"python3.11 -m venv {checkout / '.demo' / 'target'}"], log.read_text()
