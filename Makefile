@@ -6,12 +6,15 @@ FLASHINFER_VERSION ?= 0.6.0
 # The torch the test venv gets. On an ordinary Linux machine torch==2.13.0 from the package
 # registry is the CUDA build (several GB); the tests need only the CPU build:
 #   make test TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# TORCH_INDEX_URL replaces the index for the torch install only; every other PIP_* variable
+# TORCH_INDEX_URL replaces the index for the torch install only (pip's --index-url: the registry is not
+# asked for torch then, so where that index is out of reach, behind a firewall, pip ends "No matching
+# distribution found for torch==2.13.0" and make says what to do); every other PIP_* variable
 # (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS) reaches every pip call as usual.
 # FlashInfer's light import-time dependencies let the trace tests import the real package on
 # CPU (installed without its CUDA-only dependencies).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
+TORCH_INDEX_HINT = make: $(TORCH_SPEC) was looked for only in TORCH_INDEX_URL=$(TORCH_INDEX_URL) (it replaces the package index for torch); where that index cannot be reached (a firewall, a proxy), leave TORCH_INDEX_URL out to take torch from the registry (its CUDA build, several GB, runs on CPU too) or name a mirror of the CPU index; then run make again
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
@@ -33,7 +36,7 @@ help:
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )'$(TORCH_SPEC)'
+	$(PY) -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )'$(TORCH_SPEC)'$(if $(TORCH_INDEX_URL), || { echo "$(TORCH_INDEX_HINT)" >&2; exit 1; })
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
