@@ -127,6 +127,7 @@ def test_the_readme_installs_the_wheel_make_dist_builds_or_the_git_repository() 
     assert vcs.startswith('pip install "fp4patch @ git+https://') and vcs.endswith(f'/fp4patch@v{fp4patch.__version__}"'), vcs
     _, job_env = workflow_steps(WORKFLOW)
     assert f'"{job_env["FP4PATCH"]}"' in vcs, (job_env["FP4PATCH"], vcs)
+    assert f"\n$ {wheel} " in (REPO / "docs" / "commands.md").read_text()  # the command list's first line
 
 
 @pytest.mark.slow
