@@ -6,23 +6,27 @@ FLASHINFER_VERSION ?= 0.6.0
 # The torch the test venv gets. On an ordinary Linux machine torch==2.13.0 from the package
 # registry is the CUDA build (several GB); the tests need only the CPU build:
 #   make test TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# TORCH_INDEX_URL replaces the index for the torch install only; every other PIP_* variable
+# TORCH_INDEX_URL replaces the index for the torch install only (pip's --index-url: the registry is not
+# asked for torch then, so where that index is out of reach, behind a firewall, pip ends "No matching
+# distribution found for torch==2.13.0" and make says what to do); every other PIP_* variable
 # (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS) reaches every pip call as usual.
 # FlashInfer's light import-time dependencies let the trace tests import the real package on
 # CPU (installed without its CUDA-only dependencies).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
+TORCH_INDEX_HINT = make: $(TORCH_SPEC) was looked for only in TORCH_INDEX_URL=$(TORCH_INDEX_URL) (it replaces the package index for torch); where that index cannot be reached (a firewall, a proxy), leave TORCH_INDEX_URL out to take torch from the registry (its CUDA build, several GB, runs on CPU too) or name a mirror of the CPU index; then run make again
 # tests/test_recipes.py gives it to the Dockerfile's torch install as an extra index
 export TORCH_INDEX_URL
 
-.PHONY: help demo test test-heavy test-releases test-recipes test-torch test-eras test-all test-property lint bench compat clean
+.PHONY: help demo dist test test-heavy test-releases test-recipes test-torch test-eras test-all test-property lint bench compat clean
 
 help:
 	@echo "make demo   - fresh venv + real flashinfer-python $(FLASHINFER_VERSION): status, diff, apply, verify, revert"
+	@echo "make dist   - build fp4patch's wheel into $(DIST)/, to install where it is used (README: Install)"
 	@echo "make test   - install test dependencies into $(VENV) and run the test suite"
 	@echo "make test-heavy - the heavy tests make test leaves out (tests/heavy.txt; CI runs both)"
 	@echo "make test-releases - every wheel release: apply, verify --trace, revert (after an op, probe or spec change)"
-	@echo "make test-recipes - the Dockerfile, CI workflow and wheel recipes run end to end in fresh venvs (CI runs it too)"
+	@echo "make test-recipes - the Dockerfile, CI workflow, wheel and README install recipes end to end in fresh venvs, outside the checkout (CI runs it too)"
 	@echo "make test-torch - the torch matrix: the torch_matrix tests under each torch of TORCH_MATRIX (cached venvs), the table in docs/compatibility.md"
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
@@ -33,13 +37,22 @@ help:
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )'$(TORCH_SPEC)'
+	$(PY) -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )'$(TORCH_SPEC)'$(if $(TORCH_INDEX_URL), || { echo "$(TORCH_INDEX_HINT)" >&2; exit 1; })
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The wheel users install where fp4patch is used (a Docker build, a CI job, a pipx venv; README "Install"): fp4patch
+# is not on the package registry. Built with pip's build isolation (hatchling from the registry), no venv needed;
+# older fp4patch wheels in DIST are removed first, so examples/Dockerfile's COPY dist/fp4patch-*.whl finds one.
+DIST ?= dist
+dist:
+	rm -f $(DIST)/fp4patch-*.whl
+	$(PYTHON) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DIST) .
+	@ls $(DIST)/fp4patch-*.whl
+
 demo:
-	bash scripts/demo.sh $(FLASHINFER_VERSION)
+	PYTHON='$(PYTHON)' bash scripts/demo.sh $(FLASHINFER_VERSION)
 
 # Tests run in TEST_JOBS pytest-xdist workers (auto: one per CPU core), spread test by test;
 # tests marked xdist_group run in one worker (see tests/conftest.py). TEST_JOBS=0 runs in one process.
@@ -75,7 +88,8 @@ test-torch: $(VENV)/.installed
 	$(PY) scripts/torch_matrix.py run --python $(PYTHON) --jobs $(TEST_JOBS) $(if $(TORCH_INDEX_URL),--torch-index-url $(TORCH_INDEX_URL) )$(TORCH_MATRIX)
 
 # The recipes end to end (marked `recipe`): the Dockerfile's build stage and the CI workflow's steps run
-# as written, the built wheel installed into a fresh venv; each installs into fresh venvs (minutes).
+# as written from folders outside the checkout (the wheel of make dist; the git URL, pointed at a local repository),
+# the README's install lines, the built wheel installed into a fresh venv; each installs into fresh venvs (minutes).
 # CI (.ci/run) runs it after make test.
 test-recipes: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m recipe tests

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The main job on real input: a fresh venv with the real flashinfer-python from the package
 # registry, fp4patch installed from this checkout, then status -> diff -> apply -> verify -> revert.
+# PYTHON (make demo PYTHON=python3.12) is the interpreter both venvs are made with; default python3.
 set -euo pipefail
 version="${1:-0.6.0}"
+python="${PYTHON:-python3}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 demo="$here/.demo"
 rm -rf "$demo"
 echo "creating $demo/target (flashinfer-python==$version) and $demo/tool (fp4patch) ..."
-python3 -m venv "$demo/target"          # the environment to patch (like /opt/venv in a Docker build)
-python3 -m venv "$demo/tool"            # fp4patch in its own venv (like pipx)
+"$python" -m venv "$demo/target"        # the environment to patch (like /opt/venv in a Docker build)
+"$python" -m venv "$demo/tool"          # fp4patch in its own venv (like pipx)
 "$demo/tool/bin/pip" install -q --disable-pip-version-check "$here"
 # --no-deps: the static commands read files only; FlashInfer's CUDA dependencies are not needed.
 "$demo/target/bin/pip" install -q --disable-pip-version-check --no-deps "flashinfer-python==$version"

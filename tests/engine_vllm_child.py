@@ -4,7 +4,7 @@ Run in a fresh interpreter with PYTHONPATH=<flashinfer site> (patched with fp4pa
 ``python engine_vllm_child.py '{"scan_probe": PATH, "child_support": PATH, "engine": SITE, "extra": [SITE...]}'``;
 prints one line ``FP4PATCH-VLLM-RESULT <json>``.
 
-``engine`` is the unpacked ``vllm`` wheel (0.33.0, its Python sources, installed without its dependencies,
+``engine`` is the unpacked ``vllm`` wheel (0.34.0, its Python sources, installed without its dependencies,
 ``tests/conftest.py: engine_site``); ``extra`` are site-packages of the few dependencies installed rather than stood
 in for (msgspec). The set-up is ``tests/child_support.py``'s (device stubs, stand-ins for :data:`MISSING` where not
 installed and only for vLLM's modules, CUDA reported while vLLM is imported), with vLLM's CUDA platform selected
@@ -20,8 +20,12 @@ neither). Each case is one ``torch.compile(fullgraph=True)`` of vLLM's own call 
   checkpoints;
 * ``own[...]``: vLLM's own custom ops around FlashInfer, each expected to stay one opaque node:
   ``flashinfer_quant_nvfp4_8x4_sf_layout`` (``vllm::flashinfer_nvfp4_quantize``), ``flashinfer_scaled_fp4_mm``
-  (``vllm::flashinfer_mm_fp4``), ``flashinfer_scaled_fp8_mm`` (``vllm::bmm_fp8``), all in
-  ``vllm/utils/flashinfer.py``; and the MoE layer's forward op that ``MoERunner._select_forward`` picks on CUDA
+  (``vllm::flashinfer_mm_fp4``), ``flashinfer_scaled_fp8_mm`` (``vllm::bmm_fp8``), ``flashinfer_mxfp8_quantize_8x4``
+  (``vllm::flashinfer_mxfp8_quantize_8x4``, the MXFP8 linear's activation quantizer), all in
+  ``vllm/utils/flashinfer.py``, where 0.34.0 calls each op only under Dynamo (``eager_bypass_custom_op``,
+  ``vllm/utils/torch_utils.py``: eager calls go to FlashInfer directly); ``mxfp8_e4m3_quantize``
+  (``vllm::mxfp8_quantize``, ``quantization/utils/mxfp8_utils.py``: FlashInfer's ``mxfp8_quantize`` with
+  ``backend="cute-dsl"``); and the MoE layer's forward op that ``MoERunner._select_forward`` picks on CUDA
   (``fused_moe/runner/moe_runner.py``): its name is reported as ``moe_forward_selected``, and
   ``own[moe_forward]`` traces a call of it.
 
@@ -51,7 +55,7 @@ N = 2048  # output features of a projection
 VLLM_IMPORTERS = ("vllm",)
 
 EXTENSION = "a compiled CUDA extension of the vllm wheel (only its Python sources are unpacked; it needs CUDA libraries)"
-#: Packages vLLM 0.33.0 imports at module level on the way to these functions that a CPU test interpreter lacks
+#: Packages vLLM 0.34.0 imports at module level on the way to these functions that a CPU test interpreter lacks
 #: (none is called on the traced paths: ``stand_ins`` of each case must stay empty).
 MISSING = {
     "transformers": ("model configs and tokenizers", VLLM_IMPORTERS),
@@ -66,19 +70,13 @@ MISSING = {
     "cpuinfo": ("py-cpuinfo: platform detection", VLLM_IMPORTERS),
     "pybase64": ("request decoding", VLLM_IMPORTERS),
     "aiohttp": ("HTTP clients of the front end", VLLM_IMPORTERS),
-    "fastapi": ("the HTTP server", VLLM_IMPORTERS),
     "uvloop": ("the server's event loop", VLLM_IMPORTERS),
     "prometheus_client": ("metrics", VLLM_IMPORTERS),
-    "openai": ("the OpenAI-compatible API's protocol types (pydantic models accept a stand-in as any value)", VLLM_IMPORTERS),
-    "openai_harmony": ("the Harmony chat format", VLLM_IMPORTERS),
-    "partial_json_parser": ("tool-call parsing", VLLM_IMPORTERS),
     "xgrammar": ("structured output", VLLM_IMPORTERS),
     "llguidance": ("structured output", VLLM_IMPORTERS),
     "PIL": ("Pillow: multimodal inputs", VLLM_IMPORTERS),
     **{f"vllm.{name}": (EXTENSION, VLLM_IMPORTERS)
-       for name in ("_C_stable_libtorch", "_moe_C_stable_libtorch", "_qutlass_C", "vllm_flash_attn._vllm_fa2_C",
-                    "vllm_flash_attn._vllm_fa3_C")},
-    "einops": ("tensor rearrangement in the attention wrappers", VLLM_IMPORTERS),
+       for name in ("_C_stable_libtorch", "_moe_C_stable_libtorch")},
     "yaml": ("PyYAML: config files of the argument parser", VLLM_IMPORTERS),
     "triton": ("GPU kernel compiler: vLLM defines @triton.jit kernels at import (the CPU torch build has none)", VLLM_IMPORTERS),
 }
@@ -121,7 +119,9 @@ with support.cuda_reported(torch):
     vllm.platforms._current_platform = CudaPlatform()  # what vLLM's NVML probe detects on a GPU server
     from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
     from vllm.model_executor.layers.quantization.utils.flashinfer_utils import quantize_nvfp4_per_token_input
+    from vllm.model_executor.layers.quantization.utils.mxfp8_utils import mxfp8_e4m3_quantize
     from vllm.utils.flashinfer import (
+        flashinfer_mxfp8_quantize_8x4,
         flashinfer_quant_nvfp4_8x4_sf_layout,
         flashinfer_scaled_fp4_mm,
         flashinfer_scaled_fp8_mm,
@@ -151,6 +151,8 @@ CASES = {
     "own[mm_fp4]": (lambda a, b, sa, sb, al: flashinfer_scaled_fp4_mm(a, b, sa, sb, al, torch.bfloat16, "cutlass"),
                     (a_fp4, b_fp4, a_sf, b_sf, alpha)),
     "own[bmm_fp8]": (lambda a, b, sa, sb: flashinfer_scaled_fp8_mm(a, b, sa, sb, torch.bfloat16), (a_fp8, b_fp8, scale, scale)),
+    "own[mxfp8_quantize_8x4]": (flashinfer_mxfp8_quantize_8x4, (hidden_states,)),
+    "own[mxfp8_quantize]": (mxfp8_e4m3_quantize, (hidden_states,)),
     "own[moe_forward]": (lambda x, logits: moe_forward(x, logits, None, None, "model.layers.3.mlp.experts", 0), (hidden_states, router_logits)),
 }
 

@@ -10,8 +10,12 @@ tensors with the scan probe's SM100 device stubs:
   ``trtllm_fp4_block_scale_moe`` or ``..._routed_moe``) in its three routing forms, reached through
   ``ModelOptNvFp4FusedMoEMethod.apply`` on a layer shaped as after weight loading; the RMSNorm fused with a static
   FP8 input quantization (``rmsnorm_quant``, ``fused_add_rmsnorm_quant``); and SGLang's own ops around FlashInfer;
-* vLLM 0.33.0 (pins 0.7.2.post1, torch 2.14.0; ``tests/engine_vllm_child.py``): ``quantize_nvfp4_per_token_input``
-  and vLLM's own ops around FlashInfer.
+* vLLM 0.34.0 (pins flashinfer-python 0.7.3, which the registry does not serve, and torch 2.14.0; run on 0.7.4, the
+  served release nearest above the pin; ``tests/engine_vllm_child.py``): ``quantize_nvfp4_per_token_input`` and
+  vLLM's own ops around FlashInfer.
+
+Each engine's pins are read from its wheel's metadata (``test_engine_pins``), against the catalog's list of every
+FlashInfer release on the registry.
 
 SGLang's MoE runner reads a ``contextvars.ContextVar`` (``_deferred_finalize_enabled.get()``,
 ``sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py``), which Dynamo traces from torch 2.14 (the engine's pin)
@@ -23,8 +27,10 @@ The stand-ins a child serves for packages this interpreter lacks must never be c
 
 from __future__ import annotations
 
+import email
 import importlib.metadata
 import importlib.util
+import json
 import re
 
 import pytest
@@ -43,7 +49,15 @@ pytestmark = [
 ]
 
 SGLANG, SGLANG_FLASHINFER = "0.5.23", "0.7.2"
-VLLM, VLLM_FLASHINFER = "0.33.0", "0.7.2.post1"
+#: vLLM 0.34.0 pins flashinfer-python==0.7.3, which the registry does not serve (0.7.2.post1, then 0.7.4):
+#: `pip install vllm==0.34.0` ends "No matching distribution found for flashinfer-python==0.7.3", and an unpinned
+#: `pip install vllm` backtracks to vLLM 0.33.0 (pins 0.7.2.post1). Its tests run on 0.7.4.
+VLLM, VLLM_FLASHINFER = "0.34.0", "0.7.4"
+#: What each engine release requires of FlashInfer and torch, as its wheel's metadata says (``Requires-Dist``)
+PINS = {
+    ("sglang", SGLANG): {"flashinfer-python": "0.7.2", "torch": "2.14.1"},
+    ("vllm", VLLM): {"flashinfer-python": "0.7.3", "torch": "2.14.0"},
+}
 #: installed (not stood in for): both engines build their runtime state from msgspec.Struct classes
 MSGSPEC = "0.23.0"
 M, K = 8, 7168  # tokens, hidden size: the children's (DeepSeek-V3-like)
@@ -221,9 +235,10 @@ def test_sglang_stand_ins_are_needed(tmp_path_factory) -> None:
 
 
 # --------------------------------------------------------------------------- #
-# vLLM 0.33.0 on FlashInfer 0.7.2.post1
+# vLLM 0.34.0 on FlashInfer 0.7.4
 # --------------------------------------------------------------------------- #
-VLLM_PRISTINE = ["per_token", "own[nvfp4_quantize]", "own[mm_fp4]", "own[bmm_fp8]", "own[moe_forward]"]
+VLLM_PRISTINE = ["per_token", "own[nvfp4_quantize]", "own[mm_fp4]", "own[bmm_fp8]", "own[mxfp8_quantize_8x4]", "own[mxfp8_quantize]",
+                 "own[moe_forward]"]
 
 
 @pytest.mark.xdist_group("engine-vllm")
@@ -251,6 +266,9 @@ VLLM_OWN = {
     "own[nvfp4_quantize]": (["vllm::flashinfer_nvfp4_quantize"], [[[M, K // 2], "torch.uint8"], [[M, K // 16], "torch.uint8"]]),
     "own[mm_fp4]": (["vllm::flashinfer_mm_fp4"], [[M, 2048], "torch.bfloat16"]),
     "own[bmm_fp8]": (["vllm::bmm_fp8"], [[M, 2048], "torch.bfloat16"]),
+    # the 8x4 layout's scales, flat: ceil(M/8)*8 rows of ceil(K/32/4)*4 (vllm/utils/flashinfer.py's fake)
+    "own[mxfp8_quantize_8x4]": (["vllm::flashinfer_mxfp8_quantize_8x4"], [[[M, K], "torch.float8_e4m3fn"], [[8 * (K // 32)], "torch.uint8"]]),
+    "own[mxfp8_quantize]": (["vllm::mxfp8_quantize"], [[[M, K], "torch.float8_e4m3fn"], [[M, K // 32], "torch.uint8"]]),
     "own[moe_forward]": (["vllm::moe_forward"], [[M, K], "torch.bfloat16"]),
 }
 
@@ -258,9 +276,9 @@ VLLM_OWN = {
 @pytest.mark.xdist_group("engine-vllm")
 @pytest.mark.parametrize("case", list(VLLM_OWN))
 def test_vllm_own_ops_stay_opaque_without_fp4patch(case: str, tmp_path_factory) -> None:
-    """On pristine FlashInfer, vLLM's own ops around FlashInfer's quantizer and GEMMs (``vllm/utils/flashinfer.py``)
-    and the MoE layer op ``MoERunner._select_forward`` picks on CUDA (``fused_moe/runner/moe_runner.py``) compile as
-    one opaque node each."""
+    """On pristine FlashInfer, vLLM's own ops around FlashInfer's quantizers and GEMMs (``vllm/utils/flashinfer.py``,
+    ``quantization/utils/mxfp8_utils.py``) and the MoE layer op ``MoERunner._select_forward`` picks on CUDA
+    (``fused_moe/runner/moe_runner.py``) compile as one opaque node each."""
     ops, outputs = VLLM_OWN[case]
     res = result("vllm", VLLM_FLASHINFER, tmp_path_factory, VLLM_PRISTINE)
     r = res["cases"][case]
@@ -275,3 +293,42 @@ def test_vllm_stand_ins_are_needed(tmp_path_factory) -> None:
     """Every package the vLLM child stands in for was imported by vLLM (or is installed here)."""
     res = result("vllm", VLLM_FLASHINFER, tmp_path_factory, VLLM_PRISTINE)
     assert res["unneeded_stand_ins"] == [], res["unneeded_stand_ins"]
+
+
+# --------------------------------------------------------------------------- #
+# The pins the README's engine table names
+# --------------------------------------------------------------------------- #
+def _requirement_pins(metadata: str) -> dict[str, str]:
+    """``name -> version`` of the ``Requires-Dist: name==version`` lines (extras and markers dropped) of a wheel's
+    METADATA text, names normalized (``flashinfer_python[cu13]`` is ``flashinfer-python``)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in email.message_from_string(metadata).get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        specifiers = list(requirement.specifier)
+        if len(specifiers) == 1 and specifiers[0].operator == "==" and not requirement.marker:
+            pins[canonicalize_name(requirement.name)] = specifiers[0].version
+    return pins
+
+
+@pytest.mark.parametrize("engine", list(PINS), ids=[f"{name}-{version}" for name, version in PINS])
+def test_engine_pins(engine: tuple[str, str]) -> None:
+    """The engine release pins the FlashInfer and torch the README's table names; a FlashInfer pin the registry does
+    not serve (the catalog lists every registry release) is vLLM 0.34.0's 0.7.3, and its tests run on the served
+    release just above it."""
+    name, version = engine
+    site = engine_site(name, version, sources_only=name == "vllm")
+    (metadata,) = site.glob(f"{name}-{version}.dist-info/METADATA")
+    pins = _requirement_pins(metadata.read_text())
+    assert {k: pins.get(k) for k in PINS[engine]} == PINS[engine], pins
+    catalog = json.loads((REPO / "patches" / "flashinfer-python" / "catalog.json").read_text())
+    served = [Version(r["version"]) for r in catalog["releases"]]
+    pinned = Version(PINS[engine]["flashinfer-python"])
+    tested = Version(SGLANG_FLASHINFER if name == "sglang" else VLLM_FLASHINFER)
+    if pinned in served:
+        assert tested == pinned
+    else:  # vLLM 0.34.0: the nearest release the registry serves after the pin
+        assert (name, str(pinned)) == ("vllm", "0.7.3")
+        assert tested == min(v for v in served if v > pinned) and max(v for v in served if v < pinned) == Version("0.7.2.post1")
