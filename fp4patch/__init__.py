@@ -4,12 +4,8 @@ The folders are the subsystems (``docs/architecture.md``): ``cli/`` (the command
 --against``, ``make compat``, ``fp4patch new``), ``engine/`` (the only writer of site-packages), ``checks/`` (the
 probes run in the target interpreter), ``catalog/`` (specs, releases, evidence), ``probes/`` (scripts run there),
 ``target/`` (the target environment), ``ops/`` (the op-source language), ``codemods/`` (one libcst transformer
-per patch operation), and here the base: errors and exit codes, locations, state names, signals. Modules that
-lived here before keep their import paths (:mod:`fp4patch.old_paths`).
+per patch operation), and here the base: errors and exit codes, locations, state names, signals. The command line
+and the spec format are the interfaces; the modules are internals and move at will (no Python API is documented).
 """
 
-from .old_paths import install as _install_old_paths
-
 __version__ = "0.1.0"
-
-_install_old_paths()

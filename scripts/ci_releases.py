@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--commit", default="HEAD")
     args = parser.parse_args(argv)
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
 
     try:
         wheels = [str(r.version) for r in load_catalog("flashinfer-python", REPO / "patches").releases if r.archive == "wheel"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp4patch.catalog import evidence_text, load_catalog
+from fp4patch.catalog.catalog_file import evidence_text, load_catalog
 from fp4patch.engine.files import atomic_write
 from fp4patch.errors import Fp4PatchError
 from fp4patch.catalog.fingerprint import ModuleReader, fingerprint, native_files

@@ -27,10 +27,10 @@ def test_each_cli_module_is_small_and_says_what_it_owns(path: Path) -> None:
 
 
 def test_no_engine_module_imports_the_cli() -> None:
-    """The CLI imports the engine, never the other way round (the old paths fp4patch.render and fp4patch.entry are aliases: fp4patch/old_paths.py)."""
+    """The CLI imports the engine, never the other way round."""
     importers = []
     for path in (REPO / "fp4patch").rglob("*.py"):
-        if CLI in path.parents or path.name in ("render.py", "entry.py", "__main__.py"):
+        if CLI in path.parents or path.name == "__main__.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and (node.module == "cli" or node.module.startswith(("cli.", "fp4patch.cli"))):
@@ -42,21 +42,3 @@ def test_importing_the_package_loads_no_command_framework() -> None:
     code = "import sys, fp4patch.cli, fp4patch.cli.entry, fp4patch.cli.render; print(sorted(m for m in ('typer', 'rich', 'libcst', 'pydantic') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.strip() == "[]", done.stdout
-
-
-def test_old_import_paths_still_work() -> None:
-    from typer import Typer
-
-    import fp4patch.entry
-    import fp4patch.render
-    from fp4patch import cli
-    from fp4patch.cli import entry, render
-
-    assert isinstance(cli.app, Typer) and callable(cli.main) and callable(cli.run)
-    assert [c.callback.__name__ for c in cli.app.registered_commands] == ["status", "diff", "apply", "verify", "scan", "revert", "clean", "new"]
-    assert fp4patch.entry.main is entry.main and fp4patch.entry.parse_verify is entry.parse_verify
-    for name in render.__all__:
-        assert getattr(fp4patch.render, name) is getattr(render, name), name
-    assert fp4patch.render.out is render.out and fp4patch.render.err is render.err
-    with pytest.raises(AttributeError):
-        fp4patch.render.no_such_name  # noqa: B018

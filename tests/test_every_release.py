@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.catalog import load_catalog
+from fp4patch.catalog.catalog_file import load_catalog
 
 from .conftest import SPECS_DIR, release_site, run_cli, snapshot
 

@@ -286,7 +286,7 @@ def test_probe_oracle_and_grids_import_only_the_standard_library() -> None:
 
 
 def _wheel_releases() -> list[str]:
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
 
     return [str(r.version) for r in load_catalog().releases if r.archive == "wheel"]
 

@@ -120,20 +120,3 @@ def test_a_module_imports_only_lower_pieces(name: str) -> None:
 @pytest.mark.parametrize("name", LAYERS)
 def test_a_module_stays_small(name: str) -> None:
     assert len((OPS / f"{name}.py").read_text(encoding="utf-8").splitlines()) < 600
-
-
-def test_the_old_import_path_names_the_same_objects() -> None:
-    import fp4patch.custom_op as old
-    import fp4patch.ops.render as new
-
-    assert old is new and new.render and new.__all__  # fp4patch.old_paths: the same module object
-
-
-def test_loading_the_language_imports_no_libcst() -> None:
-    # spec loading checks every op source with ast only (fp4patch/ops/check.py); libcst loads when a block renders
-    import subprocess
-    import sys
-
-    code = "import sys, fp4patch.ops.render, fp4patch.custom_op; print('libcst' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"

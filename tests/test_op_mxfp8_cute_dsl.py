@@ -58,7 +58,7 @@ def _release(target) -> dict:
 
 
 def _wheel_releases_with_the_backend() -> list[str]:
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
 
     out = []
     for r in load_catalog().releases:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fp4patch.engine import plan as plan_module
-from fp4patch.engine import Engine, select_specs
+from fp4patch.engine.coordinator import Engine, select_specs
 from fp4patch.target.environment import find_distribution, from_site_packages
 from fp4patch.catalog.spec import load_specs
 

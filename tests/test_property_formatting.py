@@ -36,7 +36,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from fp4patch.engine import SATISFIED, Engine, select_specs
+from fp4patch.engine.coordinator import SATISFIED, Engine, select_specs
 from fp4patch.target.environment import find_distribution, from_site_packages
 from fp4patch.errors import DriftError
 from fp4patch.catalog.spec import load_specs

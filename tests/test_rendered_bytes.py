@@ -57,7 +57,7 @@ def rendered() -> dict[str, dict[str, str]]:
 def applied(site: Path) -> dict[str, str]:
     """Apply the default specs to ``site`` (a writable site-packages) in process; every file the
     apply wrote (site-packages-relative) and the manifest → sha256."""
-    from fp4patch.engine import Engine, select_specs
+    from fp4patch.engine.coordinator import Engine, select_specs
     from fp4patch.target.environment import find_distribution, from_site_packages
     from fp4patch.catalog.spec import load_specs
 

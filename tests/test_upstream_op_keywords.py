@@ -20,7 +20,7 @@ import importlib.util
 
 import pytest
 
-from fp4patch.engine import Engine
+from fp4patch.engine.coordinator import Engine
 from fp4patch.target.environment import find_distribution, from_site_packages
 from fp4patch.catalog.spec import load_specs
 

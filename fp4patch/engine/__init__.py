@@ -6,21 +6,9 @@ of each spec (:mod:`.report`), the commands a message advises (:mod:`.advice`), 
 preflight (:mod:`.plan`), the journal of writes (:mod:`.journal`) and its recovery after a killed run
 (:mod:`.recovery`), the one-writer lock (:mod:`.lock`), fp4patch's record in ``.fp4patch/`` (:mod:`.manifest`,
 :mod:`.set_stamp`, :mod:`.leftovers`), the installer's RECORD (:mod:`.install_record`), bytecode
-(:mod:`.bytecode`), the recorded verdict of the fast path (:mod:`.verdict`) and the write primitives
-(:mod:`.files`): no module outside this package and :mod:`fp4patch.tools` writes files.
+(:mod:`.bytecode`) and the write primitives (:mod:`.files`): no module outside this package and :mod:`fp4patch.tools` writes files.
 
 What it may import: :mod:`fp4patch.checks`, :mod:`fp4patch.catalog`, :mod:`fp4patch.target`, :mod:`fp4patch.ops`,
 :mod:`fp4patch.codemods` and the base modules (``docs/architecture.md``, kept true by
 ``tests/test_architecture.py``). Nothing below imports it.
-
-Importing this package imports none of its modules (the console script's fast path reads the verdict through
-:mod:`.verdict` and must stay light): the names of :mod:`.coordinator` (``Engine``, ``select_specs``, the state
-names) are loaded on first use, so ``from fp4patch.engine import Engine`` keeps working.
 """
-
-from __future__ import annotations
-
-from ..old_paths import names_of
-
-#: the names of :mod:`.coordinator` (``Engine``, ``select_specs``, ``APPLIED``, ...), imported on first use (PEP 562)
-__getattr__ = names_of(__name__, ".coordinator")

@@ -46,8 +46,6 @@ from ..catalog.spec import load_specs
 from ..engine.coordinator import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs  # noqa: F401 - the last two: offered as before
 from ..errors import Fp4PatchError
 from ..target.environment import current, find_distribution, from_site_packages
-# KEPT_SECTIONS ... write_replay: offered as before the replay and the report had modules of their own (the old
-# import path fp4patch.compat keeps its names: fp4patch.old_paths)
 from .compat_report import DECLARED, KEPT_SECTIONS, REPLAY_BEGIN, REPLAY_END, TORCH_BEGIN, TORCH_END  # noqa: F401
 from .compat_report import TRACE_SPEC, keep_sections, problems, render, scan_cell
 from .replay import APPLIED_TIERS, TIERS, agreement, cut_catalog, render_replay, replay_release, replay_tier, write_replay  # noqa: F401
