@@ -1,15 +1,11 @@
-"""Where fp4patch's own files are: its package directory and the built-in specs.
-
-Kept free of heavy imports: the recorded-verdict fast path of ``verify`` uses it before typer,
-libcst or the spec loader are imported.
-"""
+"""Where fp4patch's own files are: its package directory and the built-in specs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 #: fp4patch's own directory in a site-packages: ``<site-packages>/.fp4patch/<distribution>/`` holds
-#: the manifest, backups, journal and recorded verdict (:mod:`fp4patch.engine.manifest`).
+#: the manifest, backups and journal (:mod:`fp4patch.engine.manifest`).
 STATE_DIR = ".fp4patch"
 
 #: The directory of the ``fp4patch`` package (its ``*.py`` sources and, in a wheel, ``patches/``).

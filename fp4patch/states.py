@@ -1,7 +1,6 @@
 """The states a spec (or one of its targets) is reported in by ``status`` and ``verify``.
 
-Kept apart from :mod:`fp4patch.engine` so that the recorded-verdict fast path
-(:mod:`fp4patch.engine.verdict`) can name them without importing the engine.
+A base module: the engine reports them, the CLI's renderers and the tools read them.
 """
 
 from __future__ import annotations

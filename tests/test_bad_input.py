@@ -229,7 +229,7 @@ def test_python_naming_a_directory_says_so(tmp_path: Path) -> None:
     (venv / "bin" / "python").write_text("#!/bin/sh\n")
     for given, advice in ((venv, f"pass --python {venv}/bin/python"), (venv / "bin", "pass --python PATH to a Python executable")):
         refused(run_cli("status", "--python", str(given)), 2, f"{given}: is a directory, not an interpreter", advice)
-        refused(run_cli("verify", "--python", str(given)), 2, "is a directory")  # the recorded-verdict fast path too
+        refused(run_cli("verify", "--python", str(given)), 2, "is a directory")
 
 
 def test_conflicting_specs_selected_together(site_060: Path) -> None:

@@ -59,7 +59,7 @@ def _fp4_target_074():
 
 
 def _rows(target) -> list[list[str]]:
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
 
     (entry,) = [e for e in load_catalog().evidence[SPEC] if e.target == str(target.versions)]
     return [list(row) for row in entry.signature]
@@ -98,7 +98,7 @@ def test_a_parameter_the_op_source_binds_to_another_default_is_not_carried() -> 
 
     spec = next(s for s in __import__("fp4patch.catalog.spec", fromlist=["load_specs"]).load_specs(None) if s.id == SPEC)
     target = next(t for t in spec.targets if t.contains("0.7.1") and not t.status)  # no batch_invariant yet
-    verified = [list(r) for r in next(e for e in __import__("fp4patch.catalog", fromlist=["x"]).load_catalog().evidence[SPEC]
+    verified = [list(r) for r in next(e for e in __import__("fp4patch.catalog.catalog_file", fromlist=["x"]).load_catalog().evidence[SPEC]
                                       if e.target == str(target.versions)).signature]
     assert carriable([*verified, ["batch_invariant", "keyword-only", "False"]], verified, "fp4_quantize", target) == ([("batch_invariant", "False")], [])
     got, refusals = carriable([*verified, ["batch_invariant", "keyword-only", "True"]], verified, "fp4_quantize", target)
@@ -109,7 +109,7 @@ def test_a_parameter_the_op_models_release_by_release_is_not_carried() -> None:
     """0.6.14 as if unseen: trtllm_fp8_per_tensor_scale_moe gained ``output``, whose checks the op source keeps as
     release data (``output_check``, ``output_checked_unfinalized``: 'none' before 0.6.14, where there is no
     output): the nearest target's data describe a release without it, so it is refused, not carried."""
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
     from fp4patch.catalog.evidence import carriable
     from fp4patch.catalog.spec import load_specs
 
@@ -145,7 +145,7 @@ def test_a_function_moved_with_the_same_code_is_applied_where_it_is_defined_now(
     importing it from there: the same code as verified on 0.7.4, taken at the new file and said so."""
     from packaging.version import Version
 
-    from fp4patch.catalog import load_catalog
+    from fp4patch.catalog.catalog_file import load_catalog
     from fp4patch.catalog.evidence import SAME_CODE, resolve
     from fp4patch.catalog.fingerprint import ModuleReader
     from fp4patch.catalog.spec import load_specs

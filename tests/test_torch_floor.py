@@ -48,10 +48,8 @@ def test_a_torch_below_the_floor_is_refused_in_one_line(site_060: Path, command:
 
 
 @pytest.mark.parametrize("command", ["verify", "apply"])
-def test_after_a_downgrade_is_refused_not_answered_from_the_verdict(site_060: Path, command: str) -> None:
-    """apply recorded a verdict that ``verify`` and an ``apply`` with nothing to write answer without the full CLI;
-    a torch downgraded below the floor afterwards is refused all the same (the recorded verdict is a miss there:
-    an apply said "already applied", exit 0)."""
+def test_after_a_downgrade_is_refused(site_060: Path, command: str) -> None:
+    """A torch downgraded below the floor after a successful apply is refused by ``verify`` and ``apply`` alike."""
     run_cli("apply", "--site-packages", str(site_060), check=True)
     assert run_cli(command, "--site-packages", str(site_060)).returncode == 0
     _with_torch(site_060, "2.6.0")

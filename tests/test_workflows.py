@@ -179,12 +179,3 @@ def test_static_commands_import_neither_torch_nor_flashinfer(site_060: Path) -> 
     for args in (("status",), ("diff",), ("verify",), ("apply",), ("verify",), ("revert",)):
         names = imported_modules(*args, *sp(site_060))
         assert not {"torch", "flashinfer"} & names, args
-
-
-def test_help_and_recorded_verify_skip_libcst(site_060: Path) -> None:
-    assert "libcst" not in imported_modules("--help")
-    assert "libcst" in imported_modules("verify", *sp(site_060)), "an unpatched verify parses (so the check below can fail)"
-    run_cli("apply", *sp(site_060), check=True)
-    assert "libcst" not in imported_modules("verify", *sp(site_060))
-    # status parses only the specs that are not recorded as applied (compiler-disable is not)
-    assert "libcst" not in imported_modules("status", "--spec", "cuda-version-from-torch", "--spec", "fp4-quantize-fullgraph", *sp(site_060))

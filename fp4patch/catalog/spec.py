@@ -75,7 +75,7 @@ class Target:
     def operations(self) -> list:
         """The :class:`~fp4patch.codemods.Operation` objects, built on first use.
 
-        Built lazily so that loading specs (``status``, the ``verify`` fast path) never imports
+        Built lazily so that loading specs (``status``) never imports
         libcst; the fields were validated when the spec was loaded.
         """
         if self._operations is None:

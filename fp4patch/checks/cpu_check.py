@@ -80,7 +80,7 @@ def announcement(dist: InstalledDistribution, needs: list[Spec]) -> str:
 def copy_sources(sources: Sources, specs: Iterable[Spec], destination: Path) -> Path:
     """Copy the sources of every top-level package ``specs`` patch (``flashinfer/``: what
     :func:`fp4patch.catalog.releases.is_source` keeps, as released: :meth:`fp4patch.engine.sources.Sources.released_bytes`,
-    fp4patch's backups of files it patched, each read noted in ``sources.inputs``) and the metadata folder
+    fp4patch's backups of files it patched) and the metadata folder
     of ``sources.dist`` into ``destination``; returns ``destination`` (a site-packages).
 
     Args:

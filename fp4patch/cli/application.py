@@ -1,8 +1,5 @@
 """The typer application ``fp4patch``: its commands in the order ``fp4patch --help`` lists them, how help shows them,
-``--version``, and the exit codes of the console script's full path (:func:`run`).
-
-Named ``application`` rather than ``app`` so that ``fp4patch.cli.app`` stays the :class:`typer.Typer` object (a
-submodule of that name would replace it as the package's attribute once imported).
+``--version``, and the exit codes of a usage error and of an interrupt while typer parses (:func:`run`).
 """
 
 from __future__ import annotations
@@ -101,8 +98,8 @@ def main(
 
 
 def run() -> None:
-    """Console-script entry point, the full path (:mod:`fp4patch.cli.entry` calls it when the recorded verdict does
-    not answer): exit codes as documented; a usage error is one line (exit 2).
+    """Run the typer app on ``sys.argv`` (:mod:`fp4patch.cli.entry` calls it): exit codes as documented; a usage
+    error is one line (exit 2).
 
     Raises:
         SystemExit: always: the command's exit code; 2 for a usage error (one line on stderr, or the help when no

@@ -1,4 +1,4 @@
-"""``fp4patch apply``: patch the installed files, and record the verdict that later commands answer from.
+"""``fp4patch apply``: patch the installed files.
 
 Running it again changes nothing. Exit codes: 0 once every selected spec is applied (a default spec declared
 unsupported on the release is left out and listed, unless ``--strict``); 1 when a selected spec is drifted, not
@@ -39,32 +39,11 @@ def apply(
 
     def body() -> int:
         check_output_options(as_json, None, quiet)
-        from ..engine.verdict import Request, record
-
         env, engine, selected = context(python, site_packages, specs_dir, spec, skip=skip)
         check_torch(env, "apply")  # below the supported torch: one line, nothing written
         must_apply = required(selected, spec, strict)
-        reports: list[dict] = []
-
-        def record_verdict() -> None:  # under apply's lock
-            engine.forget_reads()  # the verdict's key: exactly the files the reports below read
-            reports[:] = [engine.report(s).to_json() for s in selected]
-            view = None
-            if not spec and not skip and not strict:  # a plain apply: also what a plain `status` prints (every spec)
-                manifest = engine.store.load()
-                view = {
-                    "reports": [engine.report(s).to_json() for s in engine.specs],
-                    "recorded": manifest.specs if manifest else [],
-                    "listed": engine.catalog.lists(engine.dist.version),
-                }
-            record(
-                engine.dist, engine.store, engine.inputs, engine.interrupted, Request.of(spec, specs_dir, strict, skip), reports, header(engine),
-                status=view,
-            )
-
-        written = engine.apply(selected, allow_modified=allow_modified, on_success=record_verdict, required=must_apply)
-        if not reports:  # a read-only site-packages with everything applied: no verdict recorded
-            reports[:] = [engine.report(s).to_json() for s in selected]
+        written = engine.apply(selected, allow_modified=allow_modified, required=must_apply)
+        reports = [engine.report(s).to_json() for s in selected]
         skipped = [{"id": r.spec.id, "state": r.state, "detail": "--skip"} for r in (engine.report(s) for s in engine.specs if s.id in (skip or ()))]
         written_files = [(p.relative, p.specs) for p in written]
         apply_output(header(engine), [s.id for s in selected], reports, must_apply, written_files, engine.store.root, as_json, skipped=skipped)

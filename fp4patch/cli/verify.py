@@ -3,8 +3,7 @@
 ``--trace`` also compiles the probe's cases and the applied specs' functions with fullgraph=True on fake CUDA tensors
 in the target interpreter, ``--opcheck`` runs ``torch.library.opcheck`` against the real kernels (a GPU), and
 ``--against``/``--wheel``/``--sdist`` check a release unpacked in a temporary directory (:mod:`fp4patch.tools.against`).
-A plain ``verify`` right after ``apply`` is answered from the recorded verdict, by the console script before typer is
-imported (:mod:`fp4patch.cli.entry`) or here.
+A plain ``verify`` compares the installed files with the sha256s fp4patch recorded when it wrote them.
 
 Exit codes: 0 when every selected spec passes (and every trace case and patched function compiles, and no opcheck
 case fails); 1 otherwise, or for an interrupted apply or revert; 2 for a usage error, an environment that cannot be
@@ -88,35 +87,29 @@ def verify(
 
     def body() -> int:
         from ..engine.coordinator import SATISFIED
-        from ..engine.verdict import Request, lookup
 
-        request = Request.of(spec, specs_dir, strict, skip)
-        ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if request.required else {"unsupported"})
+        must_pass_all = strict or bool(spec)  # every selected spec must apply: none may be left out as unsupported
+        ok_states = set(SATISFIED) | ({"applicable"} if applicable else set()) | (set() if must_pass_all else {"unsupported"})
         env = environment(python, site_packages)
         check_torch(env, "verify")  # below the supported torch: one line
-        recorded = lookup(env, request) if not show_changes else None
-        if recorded is not None:  # apply recorded this answer and none of its inputs changed
-            head, reports, interrupted, refused, specs_by_id = recorded.header, recorded.reports, None, None, {}
-            where = recorded.site_packages
-        else:
-            env, engine, selected = context(python, site_packages, specs_dir, spec, env=env, skip=skip)
-            if applicable:  # as apply would: a spec in needs-check is checked on CPU
-                engine.check_on_cpu(selected, required(selected, spec, strict))
-            head, reports = header(engine), [engine.report(s).to_json() for s in selected]
-            interrupted, specs_by_id, where = engine.interrupted(), {s.id: s for s in selected}, engine.dist.site_packages
-            # a spec undone by an edit of a file fp4patch patched: apply refuses that file, so say what works first
-            waiting = {t["file"] for r in reports if r["state"] in ("applicable", "needs-check") for t in r.get("targets", [])}
-            edited = [f for f in engine.changed_since_apply() if f in waiting]
-            if edited and not interrupted:
-                waiting_reports = [r for r in reports if r["state"] in ("applicable", "needs-check")]
-                then = apply_command(waiting_reports, [*env.options, *specs_options(specs_dir)], blocking(reports, ok_states))
-                interrupted = (
-                    f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
-                    f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
-                )
-            # a spec that is not applied yet, in a file apply refuses to write (a symbolic link on its way down from
-            # site-packages): not "could be applied"; --json gives it as apply_refused, as status --json does
-            refused = engine.apply_refusal(waiting)
+        env, engine, selected = context(python, site_packages, specs_dir, spec, env=env, skip=skip)
+        if applicable:  # as apply would: a spec in needs-check is checked on CPU
+            engine.check_on_cpu(selected, required(selected, spec, strict))
+        head, reports = header(engine), [engine.report(s).to_json() for s in selected]
+        interrupted, specs_by_id, where = engine.interrupted(), {s.id: s for s in selected}, engine.dist.site_packages
+        # a spec undone by an edit of a file fp4patch patched: apply refuses that file, so say what works first
+        waiting = {t["file"] for r in reports if r["state"] in ("applicable", "needs-check") for t in r.get("targets", [])}
+        edited = [f for f in engine.changed_since_apply() if f in waiting]
+        if edited and not interrupted:
+            waiting_reports = [r for r in reports if r["state"] in ("applicable", "needs-check")]
+            then = apply_command(waiting_reports, [*env.options, *specs_options(specs_dir)], blocking(reports, ok_states))
+            interrupted = (
+                f"{', '.join(edited)}: changed since fp4patch patched it, and apply refuses such a file: run "
+                f"`{engine.command('revert', '--force')}` (puts the installed originals back), then `{then}`"
+            )
+        # a spec that is not applied yet, in a file apply refuses to write (a symbolic link on its way down from
+        # site-packages): not "could be applied"; --json gives it as apply_refused, as status --json does
+        refused = engine.apply_refusal(waiting)
         ok = all(r["state"] in ok_states for r in reports)
         if interrupted or refused:
             err.print(f"fp4patch: {interrupted or refused}", markup=False)
@@ -137,10 +130,6 @@ def verify(
             # called from a compiled function and handed to torch.compile directly
             names = entries_for_specs({r["id"] for r in reports if r["state"] == "applied"})
             if names:
-                if not specs_by_id:  # answered from the recorded verdict: read the release data now
-                    _, engine, selected = context(python, site_packages, specs_dir, spec, env=env, skip=skip)
-                else:
-                    selected = list(specs_by_id.values())
                 release = probe_release_data({s.id: engine.resolve(s).targets for s in selected})
                 functions = run_scan(env, where if site_packages else None, only=names, release=release, expect=None if site_packages else where)["results"]
                 ok = ok and all(r.get("passed") for r in functions)
@@ -150,7 +139,7 @@ def verify(
 
             checked = run_opcheck(env, where if site_packages else None)
             ok = ok and not any(r["status"] == "failed" for r in checked)
-        if show_changes and specs_by_id:
+        if show_changes:
             print_changes(engine, list(specs_by_id.values()))
         output = "json" if as_json else "github" if github else "table"
         verify_output(

@@ -14,8 +14,6 @@ For the files fp4patch patches in one installed distribution (the engine names t
 :meth:`fp4patch.engine.Engine.bytecode_files`): :func:`refresh_file` after each write,
 :func:`refresh_stale` for what another tool left after an earlier apply, and :func:`stale_note`,
 ``verify``'s one line about it.
-
-Standard library only: the recorded-verdict fast path may import it.
 """
 
 from __future__ import annotations
@@ -163,9 +161,8 @@ def compiled(data: bytes, filename: str, optimize: int = -1):
     """``compile(data, filename, "exec", dont_inherit=True, optimize=optimize)``, once per source, file name and level
     in this process (the last 16). A first ``apply`` on files with bytecode compiled each file it writes to check it
     (:func:`fp4patch.engine.plan.check_result`), then twice more to check the bytecode it had rewritten (:func:`stale`, from
-    ``refresh_stale`` and from the recorded verdict): about 0.2 CPU-second each time for 0.7.4's 7 files; the same
-    bytes now compile once (and once more in :mod:`py_compile`, which writes the pyc). ``optimize`` -1 is the
-    interpreter's level, as for :func:`compile`.
+    ``refresh_stale``); the same bytes now compile once (and once more in :mod:`py_compile`, which writes the pyc).
+    ``optimize`` -1 is the interpreter's level, as for :func:`compile`.
 
     Raises:
         SyntaxError, ValueError: as :func:`compile` (not kept: the next call compiles again).
@@ -256,28 +253,15 @@ def refresh_stale(dist: InstalledDistribution, files: Iterable[str], notify: Cal
             notify(f"{dist.locate(relative)}: made its stale bytecode current ({', '.join(f'{p} {w}' for p, w in done)})")
 
 
-def stale_note(
-    dist: InstalledDistribution, files: Iterable[str], note: Callable[[Path, bytes | None], None], apply_command: str
-) -> str | None:
+def stale_note(dist: InstalledDistribution, files: Iterable[str], apply_command: str) -> str | None:
     """A one-line problem when a pyc of one of ``files`` (site-packages-relative files of ``dist``),
     in its ``__pycache__`` or under the target's pycache prefix, would run instead of the file on
     disk (:func:`stale`); None when none would. ``apply_command`` is the command the line advises
-    (it rewrites the pyc).
-
-    Every pyc path the target's or this interpreter's cache tag could load (:func:`possible_files`,
-    missing ones too) is passed to ``note`` with its bytes (None when missing or unreadable): the
-    recorded ``verify`` answer is keyed on them, so it is not used once bytecode appears or
-    changes there. Reads only.
+    (it rewrites the pyc). Reads only.
     """
     problems = []
     for relative in files:
         spellings = dist.spellings(relative)
-        for pyc in possible_files(spellings, dist.bytecode_prefixes, dist.cache_tags):
-            try:
-                data = pyc.read_bytes()
-            except OSError:
-                data = None
-            note(pyc, data)
         problems.extend(stale(spellings, dist.bytecode_prefixes))
     if not problems:
         return None

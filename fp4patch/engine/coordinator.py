@@ -9,10 +9,9 @@ returns values; none imports the engine, is handed it or one of its methods, or 
 ====================  ===========================================================================
 :mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the
                       ``--strict`` policy, the targets a spec keeps from its recorded basis
-:mod:`.sources`       the installed files: parsed once per contents, every read noted (the
-                      verdict's key), released bytes
+:mod:`.sources`       the installed files: parsed once per contents, released bytes
 :mod:`.report`        the state of one spec (:class:`SpecReport`) in steps :meth:`report` orders, reads only
-:mod:`.cpu_check`     a ``needs-check`` spec checked on CPU in a copy :meth:`check_on_cpu` applies
+:mod:`fp4patch.checks.cpu_check`  a ``needs-check`` spec checked on CPU in a copy :meth:`check_on_cpu` applies
 :mod:`.advice`        the commands a message advises, on this environment with these specs
 :mod:`.plan`          new bytes in memory (:class:`FilePlan`), the preflight, the change to journal
 :mod:`.journal`       every write recorded before the first, carried out step by step, undone on error
@@ -24,7 +23,7 @@ returns values; none imports the engine, is handed it or one of its methods, or 
 
 Each public method reads as the sequence it runs. ``apply``, under the lock: recover, check
 ``needs-check`` specs on CPU, conflicts with the applied specs, plan, preflight, journal,
-bytecode, ``on_success``. ``revert``, under the lock: recover, the specs to remove, plan the
+bytecode. ``revert``, under the lock: recover, the specs to remove, plan the
 originals, journal. Plans never write; besides the journal the engine writes in two places, both
 here and said on ``notify``: discarding fp4patch's record of another install (:meth:`_current_manifest`,
 and ``revert --force`` of such a record). Reports are plain data; the CLI renders them.
@@ -98,7 +97,7 @@ class Engine:
             catalog (Catalog | None): the release catalog; None: the built-in one, loaded on first use.
             target_env (TargetEnvironment | None): the interpreter of the CPU checks; None: the running one.
             resolutions (Mapping[str, Resolution] | None): spec id -> a resolution to take as made already
-                (:meth:`resolve` answers it until :meth:`forget_reads`): the CPU check's copy takes exactly the
+                (:meth:`resolve` answers it): the CPU check's copy takes exactly the
                 targets the installed release took.
             checked (Mapping[str, Basis] | None): the initial :attr:`checked` (copied).
             evidenced (Mapping[str, set[str]] | None): the initial :attr:`evidenced` (copied); None: the catalog's.
@@ -122,9 +121,6 @@ class Engine:
         self.notify = notify or _stderr
         #: The installed files as this command reads them (:mod:`fp4patch.engine.sources`).
         self.sources = Sources(dist, self.store)
-        #: Every file a report read: path relative to site-packages (absolute when outside) →
-        #: sha256 of the bytes read, or None when it was missing. The recorded verdict's key.
-        self.inputs = self.sources.inputs
         #: Files the last revert found holding their original bytes already (record dropped, nothing written).
         self.dropped: list[str] = []
         #: The set token the last :meth:`plan` stamped its files with (:mod:`fp4patch.engine.set_stamp`); None: none patched.
@@ -196,20 +192,13 @@ class Engine:
             return Resolution(resolution.targets, self.checked[spec.id])
         return resolution
 
-    def forget_reads(self) -> None:
-        """Start :attr:`inputs` afresh (and read the files again): before reports whose inputs key a verdict."""
-        self.inputs.clear()
-        self._resolutions.clear()
-        self._reports.clear()
-
     def report(self, spec: Spec) -> SpecReport:
         """Check ``spec`` against the installed files (reads only; :mod:`fp4patch.engine.report`), once per spec until
-        the files are read again (:meth:`forget_reads`) or its CPU check changes its basis: planning asks for each
+        the files change or its CPU check changes its basis: planning asks for each
         report several times (conflicts, CPU checks, targets, what is left out), each a walk of the trees.
 
         In the order of :mod:`fp4patch.engine.report`: fp4patch's record (the fast path), ``obsolete-when``, then the
-        targets the spec resolves to. The spec is resolved only where a step needs its targets: a resolution
-        reads files, which the recorded verdict's key (:attr:`inputs`) then names.
+        targets the spec resolves to. The spec is resolved only where a step needs its targets.
         """
         if spec.id not in self._reports:
             manifest = recording(spec, self.sources)
@@ -236,11 +225,10 @@ class Engine:
 
     def stale_bytecode(self) -> str | None:
         """A one-line problem when a pyc of a file fp4patch patches (:meth:`bytecode_files`) would
-        run instead of the file on disk (:func:`fp4patch.engine.bytecode.stale_note`, which notes every pyc
-        path it could load in :attr:`inputs`); None when none would. Reads only."""
+        run instead of the file on disk (:func:`fp4patch.engine.bytecode.stale_note`); None when none would. Reads only."""
         from .bytecode import stale_note
 
-        return stale_note(self.dist, self.bytecode_files(), self.sources.note, self.command("apply"))
+        return stale_note(self.dist, self.bytecode_files(), self.command("apply"))
 
     def changed_since_apply(self) -> list[str]:
         """Site-packages-relative paths of the files fp4patch's record says it patched that now hold
@@ -305,7 +293,6 @@ class Engine:
         self,
         specs: list[Spec],
         allow_modified: bool = False,
-        on_success: Callable[[], None] | None = None,
         required: frozenset[str] | set[str] = frozenset(),
     ) -> list[FilePlan]:
         """Patch the installed files; returns the plans of the files written.
@@ -314,10 +301,7 @@ class Engine:
         (:func:`fp4patch.engine.recovery.recover`), then checks on CPU every spec in ``needs-check`` (a
         release the catalog does not list whose code differs from the verified one:
         :meth:`check_on_cpu`), then plans, checks and writes through a journal. ``required``: the
-        spec ids that must apply even where declared ``unsupported`` (:meth:`plan`). ``on_success``
-        runs after a successful apply with the lock still held (the CLI records verify's verdict
-        there: another writer waiting for the lock would take its temporary file for the leftover
-        of a killed run); not on a read-only site-packages, where nothing is written.
+        spec ids that must apply even where declared ``unsupported`` (:meth:`plan`). 
 
         Raises:
             DriftError: a selected spec is drifted, not targeted, failed its CPU check, or is
@@ -344,8 +328,6 @@ class Engine:
             self.check_on_cpu(specs, required)
             written = self._apply(specs, allow_modified, required=required)
             self._refresh_stale_bytecode()
-            if on_success is not None:
-                on_success()
             return written
         finally:
             lock.__exit__(None, None, None)
@@ -459,7 +441,7 @@ class Engine:
         run(self.store, self.dist, change.journal, change.undo, change.previous)
         written = [p for p in plans.values() if p.changes]
         self._reports.clear()  # the files changed: every report is read again (from the seeded trees below)
-        for plan in written:  # the reports after it (the recorded verdict) read these trees instead of parsing again
+        for plan in written:  # the reports after it read these trees instead of parsing again
             if plan.module is not None:
                 self.sources.seed(plan.path, plan.patched, plan.module, plan.appended)
         return written
@@ -502,9 +484,6 @@ class Engine:
                 kept.setdefault(target.file, []).append((spec, target))
         change, touched = revert_change(self.sources, manifest, removing, remaining, kept, force, self.notify, self.dropped)
         change.check_writable(self.store)
-        from .verdict import remove
-
-        remove(self.dist.site_packages, self.dist.name)  # verify's recorded answer is about to go stale
         run(self.store, self.dist, change.journal, change.undo, change.previous)
         self._reports.clear()  # the files changed: every report is read again
         return touched

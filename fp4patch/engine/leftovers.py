@@ -1,7 +1,7 @@
 """State fp4patch left behind for a distribution that is gone or was reinstalled, and its removal.
 
 ``pip uninstall`` removes the files listed in the distribution's RECORD; ``<site-packages>/.fp4patch/``
-is not among them, so the backups, manifest and recorded verdict of an ``apply`` stay. An
+is not among them, so the backups and manifest of an ``apply`` stay. An
 upgrade (or any reinstall that writes a different RECORD) leaves them too, describing files
 that are no longer there. :func:`find` tells each state directory apart:
 

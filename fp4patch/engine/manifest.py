@@ -6,7 +6,6 @@ original files under their site-packages-relative paths. ``journal.json`` exists
 ``apply`` or ``revert`` is writing: it holds every byte that operation will write, so a run
 that was killed half-way is finished by the next one (see :mod:`fp4patch.engine`).
 ``<site-packages>/.fp4patch/<distribution>.lock`` serialises writers (:mod:`fp4patch.engine.lock`).
-``verdict.json`` beside the manifest is verify's recorded answer (:mod:`fp4patch.engine.verdict`).
 """
 
 from __future__ import annotations

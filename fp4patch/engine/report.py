@@ -13,8 +13,7 @@ The engine (:meth:`fp4patch.engine.Engine.report`) asks in this order; the first
    applied), ``needs-check`` where the target still waits for its CPU check.
 
 Each takes values (the spec, the installed files, the manifest, the spec's resolution) and returns a report or
-None; the engine resolves a spec only where a step needs its targets (a resolution reads files: the recorded
-verdict's key). The state names are :mod:`fp4patch.states`'; ``--json`` prints :meth:`SpecReport.to_json`
+None; the engine resolves a spec only where a step needs its targets. The state names are :mod:`fp4patch.states`'; ``--json`` prints :meth:`SpecReport.to_json`
 (``docs/json-schema.json``).
 """
 
@@ -121,7 +120,7 @@ def recorded_applied(spec: Spec, sources: Sources, manifest: Manifest, resolutio
 
     Args:
         spec (Spec): the spec.
-        sources (Sources): the installed files (each read noted in ``sources.inputs``).
+        sources (Sources): the installed files.
         manifest (Manifest): this version's record of ``spec`` (:func:`recording`).
         resolution (Resolution): the targets ``spec`` takes here (:meth:`fp4patch.engine.Engine.resolve`).
 
@@ -140,7 +139,6 @@ def recorded_applied(spec: Spec, sources: Sources, manifest: Manifest, resolutio
         if record is None or spec.id not in record.specs or not path.is_file():
             return None
         data = read_bytes(path)
-        sources.note(path, data)
         if sha256(data) != record.patched_sha256:
             return None
         reports.append(TargetReport(target.file, APPLIED))
@@ -189,7 +187,7 @@ def check_resolved(spec: Spec, sources: Sources, resolution: Resolution) -> Spec
 
     Args:
         spec (Spec): the spec to check.
-        sources (Sources): the installed files, as this command reads them (each read noted in ``sources.inputs``).
+        sources (Sources): the installed files, as this command reads them.
         resolution (Resolution): the targets ``spec`` takes on the installed release and why
             (:meth:`fp4patch.engine.Engine.resolve`).
 

@@ -1,12 +1,10 @@
-"""The installed files as one fp4patch command reads them: parsed once per contents, every read noted.
+"""The installed files as one fp4patch command reads them: parsed once per contents.
 
 Reports (:mod:`fp4patch.engine.report`), plans (:mod:`fp4patch.engine.plan`) and the evidence lookup
 (:mod:`fp4patch.catalog.evidence`) read target files through the engine's one :class:`Sources`, which
 
 - parses a file with libcst once per contents and command (libcst trees are immutable: every
   operation of every spec shares one tree);
-- notes every file read in :attr:`Sources.inputs` — the sha256 of the bytes read, or that the file
-  was missing — the key of the recorded ``verify`` verdict (:mod:`fp4patch.engine.verdict`);
 - reads a file as released (:meth:`Sources.released_bytes`): fp4patch's backup where it patched the
   file, so that evidence is taken on the release's code, not on fp4patch's own patch.
 """
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DriftError, FileSystemError
-from .files import read_bytes, sha256
+from .files import read_bytes
 
 if TYPE_CHECKING:
     import libcst
@@ -32,24 +30,13 @@ class Sources:
     Attributes:
         dist: the installed distribution.
         store: its manifest and backups.
-        inputs: every file read: path relative to site-packages (absolute when outside it) →
-            sha256 of the bytes read, or None when it was missing.
     """
 
     def __init__(self, dist: InstalledDistribution, store: ManifestStore) -> None:
         self.dist = dist
         self.store = store
-        self.inputs: dict[str, str | None] = {}
         self._parsed: dict[Path, tuple[bytes, libcst.Module]] = {}
         self._seeded: dict[Path, tuple[bytes, libcst.Module, tuple[str, ...]]] = {}
-
-    def note(self, path: Path, data: bytes | None) -> None:
-        """Record in :attr:`inputs` that ``path`` was read as ``data`` (None: missing)."""
-        try:
-            name = path.relative_to(self.dist.site_packages).as_posix()
-        except ValueError:
-            name = str(path)
-        self.inputs[name] = None if data is None else sha256(data)
 
     def load_module(self, path: Path) -> tuple[bytes, libcst.Module] | None:
         """``(bytes, libcst.Module)`` of ``path``, parsed once per contents; None when missing. The module is the
@@ -63,10 +50,8 @@ class Sources:
         import libcst as cst
 
         if not path.is_file():
-            self.note(path, None)
             return None
         data = read_bytes(path)
-        self.note(path, data)
         cached = self._parsed.get(path)
         if cached is not None and cached[0] == data:
             return cached  # libcst trees are immutable: one parse per file contents and command
@@ -95,14 +80,13 @@ class Sources:
         if seeded is not None:
             data = read_bytes(path) if path.is_file() else None
             if data == seeded[0]:
-                self.note(path, data)
                 return seeded
         loaded = self.load_module(path)
         return None if loaded is None else (*loaded, ())
 
     def released_bytes(self, relative: str) -> bytes | None:
         """The released bytes of a site-packages file (``relative``, POSIX): fp4patch's backup when
-        it patched the file, else the file; None when missing or unreadable. Noted in :attr:`inputs`."""
+        it patched the file, else the file; None when missing or unreadable."""
         try:
             manifest = self.store.load()
         except FileSystemError:
@@ -114,5 +98,4 @@ class Sources:
             data = read_bytes(path) if path.is_file() else None
         except FileSystemError:
             data = None
-        self.note(path, data)
         return data

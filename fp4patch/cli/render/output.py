@@ -1,8 +1,7 @@
 """Each command's report in the output format asked for: table (terminal text), JSON or GitHub annotations.
 
 Owns the choice of format (``--json``, ``--format``, ``--quiet`` and what contradicts what); the formats are
-:mod:`.text`, :mod:`.json_output` and :mod:`.github`. Used alike by the commands (:mod:`fp4patch.cli`) and the console
-script's fast path (:mod:`fp4patch.cli.entry`), which answers from the recorded verdict: standard library only.
+:mod:`.text`, :mod:`.json_output` and :mod:`.github`.
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ def verify_output(
 def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> str | None:
     """What is wrong with a command's output options, or None: an unknown ``--format``,
     ``--json`` with ``--format`` other than ``json``, or ``--quiet`` with JSON or annotations
-    (which are the requested output). The CLI and the fast path (:mod:`fp4patch.entry`) both
-    refuse these with exit 2."""
+    (which are the requested output); the commands refuse these with exit 2."""
     if output_format not in (None, *FORMATS):
         return f"--format {output_format!r}: choose one of {', '.join(FORMATS)}"
     if as_json and output_format not in (None, "json"):
@@ -87,7 +85,7 @@ def status_output(
     every spec's report (``--json`` dicts), ``note`` (lines on a release fp4patch does not know), the spec ids
     ``--skip`` left out (``skip``, JSON ``left_out``) and why ``apply`` would refuse to write the files of the specs
     not applied (``apply_refused``: :meth:`fp4patch.engine.Engine.apply_refusal`, or None); JSON with
-    ``as_json``, nothing with ``quiet``. Shared by the CLI and the recorded fast path (:mod:`fp4patch.cli.entry`)."""
+    ``as_json``, nothing with ``quiet``."""
     if as_json:
         print_json(status_json(header, recorded, stale, interrupted, reports, skip, apply_refused))
     elif not quiet:
@@ -102,8 +100,7 @@ def apply_output(
     dicts), ``required`` (ids that may not be left out as unsupported), ``written`` (``(file, spec ids)`` of each file
     written; empty when nothing was), ``backups`` (fp4patch's state directory), ``skipped`` (``{id, state, detail:
     "--skip"}`` of each spec ``--skip`` left out). Text is silenced by ``--quiet`` (the console ``out`` knows it:
-    :func:`fp4patch.cli.render.terminal.is_quiet`), JSON is not. Shared by the CLI and the recorded
-    fast path of an apply that has nothing to write (:mod:`fp4patch.cli.entry`)."""
+    :func:`fp4patch.cli.render.terminal.is_quiet`), JSON is not."""
     required = set(required)
     left_out = [r for r in reports if r["state"] == "unsupported" and r["id"] not in required]
     if as_json:

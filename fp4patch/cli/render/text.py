@@ -1,8 +1,7 @@
 """Terminal text of the reports: aligned plain lines, ANSI-coloured on a terminal, the same in logs.
 
 Owns what ``status``, ``apply``, ``verify`` and ``scan`` print as text, from reports as plain data (the ``--json``
-dicts of :meth:`fp4patch.engine.SpecReport.to_json`), so that a report computed now and one recorded by ``apply``
-(:mod:`fp4patch.engine.verdict`) print the same bytes. Standard library only, but :func:`scan_table` (rich, for a terminal).
+dicts of :meth:`fp4patch.engine.report.SpecReport.to_json`).
 """
 
 from __future__ import annotations
