@@ -1,7 +1,7 @@
 """What to do next, in one line: the advice that ``verify`` ends a failure with, as text or as an annotation.
 
 Owns the command it advises (``fp4patch apply`` with the options that make it work as written) and the specs
-that would make that command refuse. Standard library only.
+that would make that command refuse.
 """
 
 from __future__ import annotations

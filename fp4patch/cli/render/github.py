@@ -1,7 +1,7 @@
 """GitHub Actions annotations (``--format github``): workflow commands on stdout that a CI log shows as notices and
 errors, at the spec file's line and at the upstream function's line.
 
-Owns the annotation syntax and its escaping. Standard library only.
+Owns the annotation syntax and its escaping.
 """
 
 from __future__ import annotations

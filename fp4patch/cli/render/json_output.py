@@ -1,7 +1,7 @@
 """JSON output of the commands (``--json``, ``--format json``): the payloads ``docs/json-schema.json`` describes.
 
 Owns the schema version and the key order of each payload (the bytes a consumer reads); the reports in them are
-the dicts of :meth:`fp4patch.engine.SpecReport.to_json`. Standard library only.
+the dicts of :meth:`fp4patch.engine.report.SpecReport.to_json`.
 """
 
 from __future__ import annotations

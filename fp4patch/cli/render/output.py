@@ -48,7 +48,7 @@ def verify_output(
     the engine's note on an interrupted run or stale bytecode), the text and annotations lead with it as with ``interrupted``.
 
     ``table`` is aligned lines (:func:`fp4patch.cli.render.text.verify_lines`), coloured on a
-    terminal (:func:`fp4patch.cli.render.terminal.use_color`); it imports nothing beyond the standard library. ``quiet``
+    terminal (:func:`fp4patch.cli.render.terminal.use_color`). ``quiet``
     silences it (JSON and annotations are not affected: the CLI refuses them with ``--quiet``)."""
     if output == "json":
         print_json(verify_json(header, reports, ok, interrupted, left_out, cases, trace_note, opcheck, functions, apply_refused))

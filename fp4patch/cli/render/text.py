@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
 
 from .advice import failure_hint
 from .terminal import aligned, paint, use_color, wrap, wrapped
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 STATE_STYLE = {
     "applied": "green",
@@ -135,9 +135,6 @@ def scan_detail(r: dict[str, Any]) -> str:
 
 def scan_table(title: str, results: list[dict[str, Any]]) -> Table:
     """A rich table of scan results: function, result, and the detail (ops, or error and where)."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=title, title_justify="left")
     table.add_column("function", style="bold", no_wrap=True)
     table.add_column("result", no_wrap=True)
