@@ -1,7 +1,7 @@
 """The codemods: one small libcst transformer per patch operation, by their spec ``kind``.
 
-What it owns: the transformers (visit, match with libcst matchers, return new nodes) and each operation's check of
-whether its pattern is present, applied or absent. What it may import: the base modules only (``docs/architecture.md``); ``fp4patch.codemods`` is its old import path."""
+What it owns: the transformers (visit, match, return new nodes) and each operation's check of whether its pattern
+is present, applied or absent. What it may import: the base modules only (``docs/architecture.md``)."""
 
 from __future__ import annotations
 

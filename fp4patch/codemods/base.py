@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Iterator, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 
@@ -86,14 +87,10 @@ def expression_key(expression: cst.BaseExpression) -> str:
 
 def is_docstring(statement: cst.BaseStatement) -> bool:
     """True for a statement that is a bare string literal (a docstring)."""
-    # isinstance, not libcst.matchers: importing the matchers builds a dataclass per node type (about 0.5 CPU-second a
-    # command on a loaded machine)
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
+    return m.matches(statement, _DOCSTRING)
+
+
+_DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 
 
 def body_statements(function: cst.FunctionDef) -> list[cst.BaseStatement]:
@@ -382,26 +379,3 @@ class Operation:
             return module
         return module.visit(self.transformer())
 
-
-def find_all(node: cst.CSTNode, kind: type) -> list:
-    """Every node of type ``kind`` in ``node``'s tree (``node`` itself included), in visiting order: what
-    ``libcst.matchers.findall`` gives for a plain type, without importing the matchers."""
-
-    class _Finder(cst.CSTVisitor):
-        def __init__(self) -> None:
-            super().__init__()
-            self.found: list = []
-
-        def on_visit(self, visited: cst.CSTNode) -> bool:
-            if isinstance(visited, kind):
-                self.found.append(visited)
-            return True
-
-    finder = _Finder()
-    node.visit(finder)
-    return finder.found
-
-
-def iter_function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
-    """Every function definition in ``module`` (any depth)."""
-    yield from find_all(module, cst.FunctionDef)

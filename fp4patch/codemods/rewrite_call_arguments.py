@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
-from .base import OpCheck, Operation, OpState, find_all, find_functions, import_aliases
+from .base import OpCheck, Operation, OpState, find_functions, import_aliases
 
 
 def _arguments(text: str) -> list[cst.Arg]:
@@ -60,7 +61,7 @@ class RewriteCallArguments(Operation):
         aliases = import_aliases(module)
         found = []
         for scope in scopes:
-            for call in find_all(scope, cst.Call):
+            for call in m.findall(scope, m.Call()):
                 assert isinstance(call, cst.Call)
                 if self.matches_callee(call, aliases):
                     found.append(call)
