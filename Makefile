@@ -32,7 +32,7 @@ help:
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
 	@echo "make lint   - ruff + compile check"
-	@echo "make bench  - CLI benchmarks, results in benchmarks/results/"
+	@echo "make bench  - verify against a one-command typer app (target 1.5x), the other commands, import cost: benchmarks/results/"
 	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time): docs/compatibility.md and the catalog's evidence; then replay each wheel release as if unseen"
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
@@ -109,15 +109,13 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check fp4patch tests
 	$(PY) -m compileall -q fp4patch
 
-# Speed and memory of the CLI on flashinfer-python 0.7.4 against grep/sed/patch; writes
-# benchmarks/results/cli.json and prints the table of docs/benchmarks.md. Then `import flashinfer`, patched against
-# pristine on 0.6.0 and 0.7.4 (CPU time, peak memory, alternating fresh processes): benchmarks/results/import.json.
-# Then how often Inductor stores a tensor that four custom ops read: benchmarks/results/inductor-stores.json.
-# answer_bench.py: apply/status/diff on a patched environment against the recorded verify, the read-only refusal and a
-# first apply against libcst parsing the files it writes (same run, alternating fresh processes): benchmarks/results/answers.json.
+# verify on a patched flashinfer-python 0.7.4 against a one-command typer app, alternating fresh processes (target:
+# within 1.5x): benchmarks/results/verify.json. Then every command against grep/patch: benchmarks/results/cli.json.
+# Then `import flashinfer`, patched against pristine on 0.6.0 and 0.7.4: benchmarks/results/import.json. Then how
+# often Inductor stores a tensor that four custom ops read: benchmarks/results/inductor-stores.json.
 bench: $(VENV)/.installed
+	$(PY) benchmarks/verify_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/cli_bench.py --rounds $(ROUNDS)
-	$(PY) benchmarks/answer_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/import_bench.py --rounds $(ROUNDS)
 	$(PY) benchmarks/inductor_stores.py
 ROUNDS ?= 11

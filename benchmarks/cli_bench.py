@@ -6,9 +6,8 @@ each command runs in a fresh process, all variants interleaved round by round, m
 ``--rounds`` (default 7) wall-clock times in milliseconds:
 
 - floor: ``python -c "import typer, rich"`` (the CLI framework alone);
-- ``fp4patch --help``, ``status``, ``verify`` (patched: from the recorded verdict as a console
-  script with ``--site-packages`` and with ``--python`` of a venv, as ``python -m``, in each
-  output format, and with the verdict ignored; unpatched),
+- ``fp4patch --help``, ``status``, ``verify`` (patched: as a console script with ``--site-packages`` and with
+  ``--python`` of a venv, as ``python -m``, in each output format; unpatched),
   ``diff``, ``apply``, ``revert``;
 - text tools on the same files: a ``grep -q`` check (what verify replaces), ``patch --dry-run``
   and ``patch`` with the equivalent unified diff (what apply replaces).
@@ -122,9 +121,6 @@ def main() -> int:
             ),
             "fp4patch verify --format github (patched)": lambda: timed([*fp4_script, "verify", "--format", "github", "--site-packages", str(patched)], env=env),
             "fp4patch verify --json (patched)": lambda: timed([*fp4_script, "verify", "--json", "--site-packages", str(patched)], env=env),
-            "fp4patch verify (patched, FP4PATCH_NO_VERDICT=1)": lambda: timed(
-                [*fp4_script, "verify", "--site-packages", str(patched)], env={**env, "FP4PATCH_NO_VERDICT": "1"}
-            ),
             "fp4patch verify (unpatched)": lambda: timed([*fp4, "verify", "--site-packages", str(pristine)], env=env),
             "fp4patch diff": lambda: timed([*fp4, "diff", "--site-packages", str(pristine)], env=env),
             "fp4patch apply": lambda: (fresh(), timed([*fp4, "apply", "--site-packages", str(scratch)], env=env))[1],
