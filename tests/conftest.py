@@ -233,11 +233,13 @@ def site_060(site_factory) -> Path:
 
 def run_cli(*args: str, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m fp4patch ARGS`` in a fresh process (NO_COLOR, wide terminal), forked from
-    a server that has imported the CLI's modules where ``env`` allows (see python_forkserver)."""
+    a server that has imported the CLI's modules where ``env`` allows (see python_forkserver). With
+    ``FP4PATCH_FAULT`` or ``FP4PATCH_PAUSE`` in ``env``, the command runs under :mod:`tests.faults`."""
     from .python_forkserver import CLI, run_python
 
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
-    done = run_python(["-m", "fp4patch", *args], env=full_env, cwd=REPO, preload=CLI)
+    module = "tests.faults" if {"FP4PATCH_FAULT", "FP4PATCH_PAUSE"} & set(env or ()) else "fp4patch"
+    done = run_python(["-m", module, *args], env=full_env, cwd=REPO, preload=CLI)
     if check and done.returncode != 0:
         raise AssertionError(f"fp4patch {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done

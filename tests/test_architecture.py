@@ -19,7 +19,7 @@ from .test_import_graph import SOURCE, import_graph, modules
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 #: what ``fp4patch.engine.files`` offers to write in site-packages (atomic replacement, folders, modes, bytecode)
-WRITERS = {"atomic_write", "make_directory", "share_mode", "remove_temp_files", "refresh_bytecode", "fault_point"}
+WRITERS = {"atomic_write", "make_directory", "share_mode", "remove_temp_files", "refresh_bytecode"}
 #: the subsystems that may use them: the engine writes site-packages; the tools write the specs folder
 WRITING = {"engine", "tools"}
 

@@ -3,7 +3,7 @@ environment lock, crash recovery through the journal (SIGKILL at every write ste
 baseline check, hard links, bytecode, text encodings, upgrades, and install kinds.
 
 Every command runs as ``python -m fp4patch`` in a subprocess (``run_cli``); fault injection is
-``FP4PATCH_FAULT=<step>:<n>`` (:func:`fp4patch.engine.files.fault_point`).
+``FP4PATCH_FAULT=<step>:<n>`` (:mod:`tests.faults`, which wraps the engine's steps in the child).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ from ..errors import FileSystemError, Fp4PatchError
 from ..states import APPLICABLE, APPLIED, DRIFTED, NEEDS_CHECK, NOT_NEEDED, NOT_TARGETED, OBSOLETE, SATISFIED, UNSUPPORTED
 from ..target.environment import InstalledDistribution
 from .advice import Advice
-from .files import fault_point
 from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
@@ -425,7 +424,6 @@ class Engine:
         manifest = self._current_manifest()
         check_applied_conflicts(specs, self.specs, manifest, self.advice)
         plans = self.plan(specs, required)
-        fault_point("plan")
         reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, self.target_python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import tempfile
 from pathlib import Path
 
@@ -105,7 +104,6 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        fault_point("tmp")
         os.replace(tmp, path)
         tmp = None
         _fsync_directory(path.parent)
@@ -130,31 +128,6 @@ def _fsync_directory(directory: Path) -> None:
 
 
 TEMP_SUFFIX = ".fp4patch-tmp"
-_fault_counts: dict[str, int] = {}
-
-
-def fault_point(step: str) -> None:
-    """Fault injection for the crash tests: ``FP4PATCH_FAULT=<step>:<n>`` SIGKILLs this process
-    when it reaches ``step`` for the n-th time (``tmp``: a temporary file written, not yet renamed;
-    the engine's steps are ``plan`` (before anything is written), ``journal``, ``backup``, ``file``,
-    ``bytecode``, ``manifest``, ``done``); ``<step>:<n>:sigint`` sends SIGINT (Ctrl-C) instead, ``<step>:<n>:sigterm``
-    SIGTERM (a CI timeout, ``docker build`` cancelled). ``FP4PATCH_PAUSE=<step>:<seconds>`` sleeps at every such
-    step instead (the concurrent-importer tests)."""
-    pause = os.environ.get("FP4PATCH_PAUSE")  # <step>:<seconds>: stop that long at every such step (the tests'
-    if pause and pause.partition(":")[0] == step:  # importers then meet a write phase that lasts, as on a slow disk)
-        import time
-
-        time.sleep(float(pause.partition(":")[2] or 0))
-    wanted = os.environ.get("FP4PATCH_FAULT")
-    if not wanted:
-        return
-    name, _, rest = wanted.partition(":")
-    count, _, how = rest.partition(":")
-    if name != step:
-        return
-    _fault_counts[step] = _fault_counts.get(step, 0) + 1
-    if _fault_counts[step] == int(count or 1):
-        os.kill(os.getpid(), {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(how, signal.SIGKILL))
 
 
 def remove_temp_files(path: Path) -> list[Path]:

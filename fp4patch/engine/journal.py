@@ -4,16 +4,15 @@ A :class:`fp4patch.engine.manifest.Journal` (``<site-packages>/.fp4patch/<distri
 built by :mod:`fp4patch.engine.plan`) holds everything one operation writes: each target file's new bytes
 with its sha256 before and after and its mode, the originals to back up, the manifest afterwards
 (None: remove fp4patch's record) and the backups no longer needed. :func:`run` writes it, then
-:func:`execute` carries it out in this order, with a fault point (:func:`fp4patch.engine.files.fault_point`,
-``FP4PATCH_FAULT``: the crash tests kill the process there) after each step:
+:func:`execute` carries it out in this order, one function per step (the crash tests kill the process after each):
 
 ==========  ==================================================================================
-journal     the journal is on disk; nothing else written yet
-backup      each original kept (first patch of a file)
-file        each target file replaced (:func:`fp4patch.engine.files.atomic_write`: temp file + rename)
+journal     the journal is on disk; nothing else written yet (``ManifestStore.write_journal``)
+backup      each original kept, first patch of a file (:func:`keep_backup`)
+file        each target file replaced (:func:`write_file`: temp file + rename)
 bytecode    each target file's bytecode made current (:func:`fp4patch.engine.bytecode.refresh_file`)
-manifest    the manifest saved (or removed with every backup), stale backups dropped
-done        the journal removed: the operation is over
+manifest    the manifest saved (or removed with every backup), stale backups dropped (:func:`record`)
+done        the journal removed: the operation is over (:func:`finish`)
 ==========  ==================================================================================
 
 Every step is skipped when already done (same bytes there), so the journal of a killed run is
@@ -33,12 +32,12 @@ from typing import TYPE_CHECKING
 
 from ..errors import FileSystemError
 from .bytecode import refresh_file
-from .files import atomic_write, fault_point, read_bytes, sha256
+from .files import atomic_write, read_bytes, sha256
 from .manifest import manifest_from_dict
 
 if TYPE_CHECKING:
     from ..target.environment import InstalledDistribution
-    from .manifest import Journal, Manifest, ManifestStore
+    from .manifest import Journal, JournalFile, Manifest, ManifestStore
 
 
 def run(
@@ -63,7 +62,6 @@ def _run_held(
     store: ManifestStore, dist: InstalledDistribution, journal: Journal, undo: list[tuple[Path, bytes]], previous: Manifest | None
 ) -> None:
     store.write_journal(journal)
-    fault_point("journal")
     try:
         execute(store, dist, journal)
     except FileSystemError as exc:
@@ -95,19 +93,34 @@ def execute(store: ManifestStore, dist: InstalledDistribution, journal: Journal)
         FileSystemError: a file cannot be written.
     """
     for relative, data in sorted(journal.backups.items()):
-        content = base64.b64decode(data)
-        backup = store.backup_path(relative)
-        if not (backup.is_file() and sha256(backup.read_bytes()) == sha256(content)):
-            store.write_backup(relative, content)
-        fault_point("backup")
+        keep_backup(store, relative, base64.b64decode(data))
     for entry in journal.files:
-        path = dist.locate(entry.path)
-        if not (path.is_file() and sha256(read_bytes(path)) == entry.after_sha256 and path.stat().st_mode & 0o7777 == entry.mode):
-            atomic_write(path, entry.content, mode=entry.mode)
-        fault_point("file")
+        write_file(dist, entry)
     for entry in journal.files:
         refresh_file(dist, entry.path)
-        fault_point("bytecode")
+    record(store, journal)
+    finish(store)
+    if journal.manifest is None:
+        store.remove()
+
+
+def keep_backup(store: ManifestStore, relative: str, content: bytes) -> None:
+    """Keep ``content`` as the original of ``relative`` in ``store``, unless that backup is there already."""
+    backup = store.backup_path(relative)
+    if not (backup.is_file() and sha256(backup.read_bytes()) == sha256(content)):
+        store.write_backup(relative, content)
+
+
+def write_file(dist: InstalledDistribution, entry: JournalFile) -> None:
+    """Replace one target file by its journaled bytes and mode, unless it holds them already."""
+    path = dist.locate(entry.path)
+    if not (path.is_file() and sha256(read_bytes(path)) == entry.after_sha256 and path.stat().st_mode & 0o7777 == entry.mode):
+        atomic_write(path, entry.content, mode=entry.mode)
+
+
+def record(store: ManifestStore, journal: Journal) -> None:
+    """Save the manifest the journal ends with and drop the backups it no longer needs; with none, remove the
+    manifest and every backup."""
     if journal.manifest is not None:
         store.save(manifest_from_dict(journal.manifest))
         for relative in journal.drop_backups:
@@ -115,8 +128,8 @@ def execute(store: ManifestStore, dist: InstalledDistribution, journal: Journal)
     else:
         store.path.unlink(missing_ok=True)
         shutil.rmtree(store.backups, ignore_errors=True)
-    fault_point("manifest")
+
+
+def finish(store: ManifestStore) -> None:
+    """Remove the journal: the operation is over."""
     store.journal_path.unlink(missing_ok=True)
-    fault_point("done")
-    if journal.manifest is None:
-        store.remove()
