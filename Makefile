@@ -123,8 +123,8 @@ ROUNDS ?= 11
 # 2 releases at a time; `make compat JOBS=4` to change. Downloads go to $$FP4PATCH_CACHE.
 JOBS ?= 2
 compat: $(VENV)/.installed
-	$(PY) -m fp4patch.tools.compat -j $(JOBS) --output docs/compatibility.md
-	$(PY) -m fp4patch.tools.compat --replay -j $(JOBS) --output docs/compatibility.md
+	$(PY) -m tools.compat -j $(JOBS) --output docs/compatibility.md
+	$(PY) -m tools.compat --replay -j $(JOBS) --output docs/compatibility.md
 
 clean:
 	rm -rf $(VENV) .demo build dist *.egg-info .pytest_cache

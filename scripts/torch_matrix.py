@@ -97,8 +97,8 @@ BELOW_TEST = "test_below_the_range_apply_and_verify_refuse_in_one_line"
 MARKER = "fp4patch-matrix.json"
 BEGIN = "<!-- torch matrix: written by make test-torch (scripts/torch_matrix.py); do not edit by hand -->"
 END = "<!-- end of torch matrix -->"
-#: The start of the replay section (``fp4patch/tools/compat_report.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
-REPLAY_BEGIN = "<!-- replay: written by python -m fp4patch.tools.compat --replay -->"
+#: The start of the replay section (``tools/compat_report.py``'s ``REPLAY_BEGIN``): a new torch section goes before it.
+REPLAY_BEGIN = "<!-- replay: written by python -m tools.compat --replay -->"
 RESULTS = REPO / "docs" / "torch-matrix.json"
 #: Each run's junit report, ``junit-<torch>.xml`` (build output, not committed): every failure in full.
 REPORTS = REPO / "build" / "torch-matrix"

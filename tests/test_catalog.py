@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fp4patch.catalog import load_catalog
-from fp4patch.tools.compat import tree_hashes
-from fp4patch.engine import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs
+from fp4patch.catalog.catalog_file import load_catalog
+from tools.compat import tree_hashes
+from fp4patch.engine.coordinator import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs
 from fp4patch.target.environment import find_distribution, from_site_packages
 from fp4patch.catalog.releases import fetch
 from fp4patch.catalog.spec import load_specs

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fp4patch.catalog import load_catalog
+from fp4patch.catalog.catalog_file import load_catalog
 
 from .conftest import SPECS_DIR
 

@@ -15,7 +15,7 @@ import importlib.util
 
 import pytest
 
-from fp4patch.catalog import load_catalog
+from fp4patch.catalog.catalog_file import load_catalog
 from fp4patch.catalog.spec import load_specs
 from fp4patch.checks.trace import listed_release_data, probe_digest
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.catalog import load_catalog
+from fp4patch.catalog.catalog_file import load_catalog
 from fp4patch.catalog.evidence import installed_signature
 from fp4patch.catalog.fingerprint import MISSING, ModuleReader, fingerprint, signature_changes
 from fp4patch.catalog.spec import load_specs
@@ -162,7 +162,7 @@ def test_a_function_that_moved_to_another_module_is_placed_where_it_lives_now(tm
     from packaging.version import Version
 
     from fp4patch.catalog.evidence import NEEDS_CHECK, resolve
-    from fp4patch.tools.replay import cut_catalog
+    from tools.replay import cut_catalog
 
     version = Version("0.6.7")
     spec = next(s for s in SPECS if s.id == "fp4-quantize-fullgraph")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4patch.tools import compat_report
+from tools import compat_report
 
 from .conftest import REPO
 

@@ -17,14 +17,14 @@ default, ``-j N`` to change):
 5. revert, and compare every file with the pristine hashes (byte-identical, no file left over);
 6. each non-default spec alike, on its own (apply, check, revert, compare).
 
-The result is written as Markdown (default ``docs/compatibility.md``, :mod:`fp4patch.tools.compat_report`), and
+The result is written as Markdown (default ``docs/compatibility.md``, :mod:`tools.compat_report`), and
 what was verified on each release into the catalog's evidence (:func:`merge_evidence`; not with ``--no-evidence``).
-Exit status 0 when every release is handled (:func:`fp4patch.tools.compat_report.problems`): each spec applied or
+Exit status 0 when every release is handled (:func:`tools.compat_report.problems`): each spec applied or
 declared (``not-needed``/``unsupported``/``obsolete``), never ``drifted`` or ``not-targeted`` on a release with
 fp4_quantize, every wheel release with the fullgraph spec applied traces, and every revert is byte-identical.
 
-Usage: ``python -m fp4patch.tools.compat [-j N] [--output FILE] [--no-trace] [--no-scan] [--only VERSION ...]``;
-``--replay [--from VERSION] [--to VERSION]`` runs the replay instead (:mod:`fp4patch.tools.replay`), the entry point
+Usage: ``python -m tools.compat [-j N] [--output FILE] [--no-trace] [--no-scan] [--only VERSION ...]``;
+``--replay [--from VERSION] [--to VERSION]`` runs the replay instead (:mod:`tools.replay`), the entry point
 of both being this module's :func:`main`.
 """
 
@@ -40,16 +40,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..catalog.catalog_file import Catalog, Release, load_catalog
-from ..catalog.releases import fetch, unpack
-from ..catalog.spec import load_specs
-from ..engine.coordinator import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs  # noqa: F401 - the last two: offered as before
-from ..errors import Fp4PatchError
-from ..target.environment import current, find_distribution, from_site_packages
-from .compat_report import DECLARED, KEPT_SECTIONS, REPLAY_BEGIN, REPLAY_END, TORCH_BEGIN, TORCH_END  # noqa: F401
-from .compat_report import TRACE_SPEC, keep_sections, problems, render, scan_cell
-from .replay import APPLIED_TIERS, TIERS, agreement, cut_catalog, render_replay, replay_release, replay_tier, write_replay  # noqa: F401
-from .replay import replay
+from fp4patch.catalog.catalog_file import Catalog, Release, load_catalog
+from fp4patch.catalog.releases import fetch, unpack
+from fp4patch.catalog.spec import load_specs
+from fp4patch.engine.coordinator import APPLICABLE, APPLIED, NOT_TARGETED, SATISFIED, Engine, select_specs  # noqa: F401
+from fp4patch.errors import Fp4PatchError
+from fp4patch.target.environment import current, find_distribution, from_site_packages
+from tools.compat_report import DECLARED, KEPT_SECTIONS, REPLAY_BEGIN, REPLAY_END, TORCH_BEGIN, TORCH_END  # noqa: F401
+from tools.compat_report import TRACE_SPEC, keep_sections, problems, render, scan_cell
+from tools.replay import APPLIED_TIERS, TIERS, agreement, cut_catalog, render_replay, replay_release, replay_tier, write_replay  # noqa: F401
+from tools.replay import replay
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
@@ -79,7 +79,7 @@ def _state(report) -> dict[str, str]:
 def _scan_count(site: Path) -> dict[str, Any]:
     """``{"compiles": n, "present": m}`` of ``fp4patch scan`` on ``site`` (this interpreter), or
     ``{"error": ...}`` when the scan cannot run there."""
-    from ..checks.trace import run_scan
+    from fp4patch.checks.trace import run_scan
 
     try:
         results = run_scan(current(), site, timeout=900)["results"]
@@ -158,7 +158,7 @@ def trace_applied(engine: Engine, site: Path, applied: list, result: dict[str, A
     and handed directly, the scan's call of each function an applied spec covers, its release-dependent arguments
     from the release data. Returns spec id -> ``{"passed", "ops", "probe", "failures"}``: whether everything of
     that spec compiled, its rendered ops and the digest of what was compiled for it (the evidence's ``traced``)."""
-    from ..checks.trace import entries_for_specs, probe_digest, probe_release_data, run_probe, run_scan, scan_entries
+    from fp4patch.checks.trace import entries_for_specs, probe_digest, probe_release_data, run_probe, run_scan, scan_entries
 
     ids = {s.id for s in applied}
     failures: dict[str, list[str]] = {s.id: [] for s in applied}
@@ -200,8 +200,8 @@ def trace_applied(engine: Engine, site: Path, applied: list, result: dict[str, A
 def fingerprints(site: Path, specs: list, version) -> dict[str, list[dict[str, Any]]]:
     """spec id -> ``[{target, code, signature}]``: the fingerprint (:mod:`fp4patch.catalog.fingerprint`) of
     each patching target ``version`` takes, on the pristine files of ``site``."""
-    from ..catalog.evidence import installed_signature
-    from ..catalog.fingerprint import ModuleReader, fingerprint
+    from fp4patch.catalog.evidence import installed_signature
+    from fp4patch.catalog.fingerprint import ModuleReader, fingerprint
 
     reader = ModuleReader(site)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -241,7 +241,7 @@ def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str,
     (spec, target, code, signature), its releases oldest first."""
     from packaging.version import Version
 
-    from ..catalog.catalog_file import Evidence
+    from fp4patch.catalog.catalog_file import Evidence
 
     swept = {r["version"] for r in results}
     rows: dict[tuple, list[Version]] = {}
@@ -279,7 +279,7 @@ def merge_evidence(catalog: Catalog, results: list[dict[str, Any]]) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fp4patch.tools.compat", description="Sweep every catalog release; write docs/compatibility.md.")
+    parser = argparse.ArgumentParser(prog="python -m tools.compat", description="Sweep every catalog release; write docs/compatibility.md.")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="releases at a time (default 2)")
     parser.add_argument("--output", type=Path, default=Path("docs/compatibility.md"), help="Markdown report (default docs/compatibility.md)")
     parser.add_argument("--no-trace", action="store_true", help="static checks only (no trace probe, no scan)")
@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result['version']:>13} {result.get('seconds', 0):6.1f}s {result['error'] or states}{trace_text}  {status}", flush=True)
     seconds = time.monotonic() - started
     if not args.no_evidence:
-        from ..catalog.catalog_file import evidence_text
-        from ..catalog.catalog_file import load_catalog as reload
-        from ..engine.files import atomic_write
+        from fp4patch.catalog.catalog_file import evidence_text
+        from fp4patch.catalog.catalog_file import load_catalog as reload
+        from fp4patch.engine.files import atomic_write
 
         full = reload("flashinfer-python", args.specs_dir)  # every release, not only --only's
         atomic_write(full.path, evidence_text(full.path, merge_evidence(full, results)).encode("utf-8"))
