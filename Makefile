@@ -31,7 +31,7 @@ help:
 	@echo "make test-eras - the fake checks on every release between 0.6.0 and 0.7.4 where an op's code differs (long)"
 	@echo "make test-all - everything: make test, test-eras, the exhaustive matrices and the 1000-example property run"
 	@echo "make test-property - the long hypothesis run: 1000 formatting variants of the real targets (minutes)"
-	@echo "make lint   - ruff + compile check"
+	@echo "make lint   - ruff, the import contracts of docs/architecture.md (import-linter), mypy"
 	@echo "make bench  - verify against a one-command typer app (target 1.5x), the other commands, import cost: benchmarks/results/"
 	@echo "make compat - sweep every flashinfer-python release (JOBS=2 at a time): docs/compatibility.md and the catalog's evidence; then replay each wheel release as if unseen"
 
@@ -105,9 +105,11 @@ test-property: $(VENV)/.installed
 test-all: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
 
+# ruff; the subsystems' import contracts (import-linter, pyproject.toml's [tool.importlinter]); mypy over fp4patch/.
 lint: $(VENV)/.installed
-	$(PY) -m ruff check fp4patch tests
-	$(PY) -m compileall -q fp4patch
+	$(PY) -m ruff check fp4patch tests tools
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 # verify on a patched flashinfer-python 0.7.4 against a one-command typer app, alternating fresh processes (target:
 # within 1.5x): benchmarks/results/verify.json. Then every command against grep/patch: benchmarks/results/cli.json.

@@ -109,8 +109,8 @@ def run() -> None:
         from typer._click.exceptions import NoArgsIsHelpError
         from typer._click.exceptions import UsageError as ClickUsageError
     except ImportError:
-        from click.exceptions import NoArgsIsHelpError
-        from click.exceptions import UsageError as ClickUsageError
+        from click.exceptions import NoArgsIsHelpError  # type: ignore[assignment]
+        from click.exceptions import UsageError as ClickUsageError  # type: ignore[assignment]
 
     from .. import interrupts
 

@@ -46,18 +46,18 @@ def run_body(as_json: bool, body: Callable[[], int], quiet: bool = False, github
         raise typer.Exit(exit_code(interrupt)) from None
     except PermissionError as denied:  # a file or folder this user may not read or write: one line, exit 3
         exc = permission_error(denied)
-        message = str(exc)
+        line = str(exc)
         if as_json:
-            print(error_json(message, exc.exit_code))
-        err.print(f"fp4patch: error: {message}", markup=False)
+            print(error_json(line, exc.exit_code))
+        err.print(f"fp4patch: error: {line}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     except Fp4PatchError as exc:
-        message = error_message(exc)
+        line = error_message(exc)
         if as_json:
-            print(error_json(message, exc.exit_code))
+            print(error_json(line, exc.exit_code))
         elif github:  # a CI log shows the annotations: the refusal is one too
-            print(failed_annotation(command_name(), message), flush=True)
-        err.print(f"fp4patch: error: {message}", markup=False)
+            print(failed_annotation(command_name(), line), flush=True)
+        err.print(f"fp4patch: error: {line}", markup=False)
         raise typer.Exit(exc.exit_code) from None
     raise typer.Exit(code)
 

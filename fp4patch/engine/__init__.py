@@ -10,5 +10,5 @@ preflight (:mod:`.plan`), the journal of writes (:mod:`.journal`) and its recove
 
 What it may import: :mod:`fp4patch.checks`, :mod:`fp4patch.catalog`, :mod:`fp4patch.target`, :mod:`fp4patch.ops`,
 :mod:`fp4patch.codemods` and the base modules (``docs/architecture.md``, kept true by
-``tests/test_architecture.py``). Nothing below imports it.
+``make lint``). Nothing below imports it.
 """

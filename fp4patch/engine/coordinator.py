@@ -3,8 +3,7 @@
 :class:`Engine` holds what one command knows about the distribution and orders the parts, each
 in a module named for what it does. Data flows down: a part takes values (specs, a resolution, the
 reports, a plan, an :class:`~fp4patch.engine.advice.Advice` that words the commands a message advises) and
-returns values; none imports the engine, is handed it or one of its methods, or reads its fields
-(``tests/test_import_graph.py``):
+returns values; none imports the engine (``make lint``):
 
 ====================  ===========================================================================
 :mod:`.selection`     which specs and targets take part: ``--spec``/``--skip``, conflicts, the

@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import textwrap
+from typing import Literal
 
 from rich.color import ColorSystem
 from rich.console import Console
@@ -21,7 +22,7 @@ def _console(stderr: bool) -> Console:
     """A rich console on stdout or stderr. Colour only on a terminal; ``NO_COLOR`` (any value, https://no-color.org)
     turns every ANSI escape off; a stdout that is not a terminal (CI, docker build) gets :data:`LOG_WIDTH` columns
     instead of rich's default 80, unless ``COLUMNS`` is set."""
-    color_system = None if os.environ.get("NO_COLOR") else "auto"
+    color_system: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
     if stderr:
         return Console(stderr=True, highlight=False, soft_wrap=True, color_system=color_system)
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else LOG_WIDTH
