@@ -46,7 +46,10 @@ def apply(
         reports = [engine.report(s).to_json() for s in selected]
         skipped = [{"id": r.spec.id, "state": r.state, "detail": "--skip"} for r in (engine.report(s) for s in engine.specs if s.id in (skip or ()))]
         written_files = [(p.relative, p.specs) for p in written]
-        apply_output(header(engine), [s.id for s in selected], reports, must_apply, written_files, engine.store.root, as_json, skipped=skipped)
+        apply_output(
+            header(engine), selected=[s.id for s in selected], reports=reports, required=must_apply, written=written_files,
+            backups=engine.store.root, as_json=as_json, skipped=skipped,
+        )
         return EXIT_OK
 
     run_body(as_json, body, quiet)

@@ -60,6 +60,7 @@ def context(
             there (:class:`fp4patch.target.environment.NotInstalled`, exit 2).
     """
     from ..catalog.catalog_file import load_catalog
+    from ..engine.advice import Advice
     from ..engine.coordinator import Engine
     from ..target.environment import find_distribution
 
@@ -70,11 +71,12 @@ def context(
     def notify(message: str) -> None:
         err.print(f"fp4patch: {message}", markup=False)
 
-    # the interpreter whose torch checks a needs-check spec on CPU: --python's, else fp4patch's own
-    engine = Engine(dist, [s for s in specs if s.distribution == dist.name], notify=notify, catalog=load_catalog(dist.name, specs_dir), target_env=env)
-    # commands its messages advise repeat the options naming this environment and these specs
-    engine.environment_options = env.options
-    engine.specs_options = specs_options(specs_dir)
+    # target_env: the interpreter whose torch checks a needs-check spec on CPU (--python's, else fp4patch's own);
+    # advice: the commands its messages advise repeat the options naming this environment and these specs
+    engine = Engine(
+        dist, [s for s in specs if s.distribution == dist.name], notify=notify, catalog=load_catalog(dist.name, specs_dir), target_env=env,
+        advice=Advice(environment_options=tuple(env.options), specs_options=specs_options(specs_dir)),
+    )
     return env, engine, selected
 
 

@@ -58,7 +58,7 @@ def new(
         directory = specs_dir or Path("patches")
         env = environment(python, site_packages)
         # the commands advised act on the environment this one was given, with the spec just written
-        advice = Advice(env.options, ("--specs-dir", str(directory)))
+        advice = Advice(environment_options=tuple(env.options), specs_options=("--specs-dir", str(directory)))
         if add_target:
             from ..catalog.fingerprint import ModuleReader
             from ..tools.scaffold import add_target as start_target
@@ -76,7 +76,7 @@ def new(
         if not function:
             raise UsageError("give --function MODULE:FUNCTION (a new spec), or --add-target (a target of an existing spec)")
         dist = find_distribution(env, distribution)
-        path = scaffold(dist, spec_id, function, summary, directory, force=force, advice=Advice(env.options))
+        path = scaffold(dist, spec_id, function, summary, directory, force=force, advice=Advice(environment_options=tuple(env.options)))
         out.print(f"wrote {path}")
         if not (directory / dist.name / "cuda-version-from-torch.toml").exists():
             out.print(

@@ -45,7 +45,10 @@ def status(
         shown = [r.to_json() for r in reports]
         # what apply would refuse before writing the files of the specs it would apply (symbolic links): said here too
         refused = engine.apply_refusal(t["file"] for r in shown if r["state"] in WOULD_WRITE for t in r.get("targets", []))
-        status_output(header(engine), applied, stale, interrupted, shown, note, as_json, quiet, skip=skip, apply_refused=refused)
+        status_output(
+            header(engine), recorded=applied, stale=stale, interrupted=interrupted, reports=shown, note=note, as_json=as_json, quiet=quiet,
+            skip=skip, apply_refused=refused,
+        )
         return EXIT_OK
 
     run_body(as_json, body, quiet)

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     """The options a command was given that an advised command repeats.
 

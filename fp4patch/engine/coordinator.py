@@ -44,7 +44,7 @@ from .install_record import other_install
 from .journal import run
 from .lock import UnwritableLock, environment_lock
 from .manifest import Manifest, ManifestStore
-from .plan import FilePlan, apply_change, check_apply, check_result, plan_file, revert_change, stamp_set
+from .plan import ApplyRequest, FilePlan, apply_change, check_apply, check_result, plan_file, revert_change, stamp_set
 from .recovery import journal_note, recover
 from .report import SpecReport, TargetReport, check_resolved, obsolete_report, recorded_applied, recording
 from .selection import (
@@ -85,6 +85,7 @@ class Engine:
         resolutions: Mapping[str, Resolution] | None = None,
         checked: Mapping[str, Basis] | None = None,
         evidenced: Mapping[str, set[str]] | None = None,
+        advice: Advice = Advice(),
     ) -> None:
         """An engine for ``specs`` on ``dist``; reads nothing yet, never raises.
 
@@ -99,6 +100,8 @@ class Engine:
                 targets the installed release took.
             checked (Mapping[str, Basis] | None): the initial :attr:`checked` (copied).
             evidenced (Mapping[str, set[str]] | None): the initial :attr:`evidenced` (copied); None: the catalog's.
+            advice (Advice): the options naming this environment and the specs as the command was given them,
+                repeated in every command a message advises (:meth:`command`); none by default.
         """
         self.dist = dist
         self.specs = specs
@@ -123,17 +126,9 @@ class Engine:
         self.dropped: list[str] = []
         #: The set token the last :meth:`plan` stamped its files with (:mod:`fp4patch.engine.set_stamp`); None: none patched.
         self.set_token: str | None = None
-        #: The options naming this environment (``--python P`` or ``--site-packages D``) and the specs
-        #: (``--specs-dir D``) as the command was given them (set by the CLI), repeated in every command
-        #: a message advises (:meth:`command`) so that it works as written.
-        self.environment_options: tuple[str, ...] = ()
-        self.specs_options: tuple[str, ...] = ()
-
-    @property
-    def advice(self) -> Advice:
-        """The options of :attr:`environment_options` and :attr:`specs_options` as a value: what the parts that
-        advise a command in a message take (:mod:`fp4patch.engine.advice`)."""
-        return Advice(tuple(self.environment_options), tuple(self.specs_options))
+        #: The options naming this environment and the specs, repeated in every command a message advises
+        #: (:meth:`command`) so that it works as written; the parts that word such a message take it.
+        self.advice = advice
 
     def command(self, subcommand: str, *words: str) -> str:
         """``fp4patch <subcommand> <environment options> <specs options> <words>``, shell-quoted
@@ -143,9 +138,9 @@ class Engine:
 
     @property
     def target_python(self) -> str | None:
-        """The interpreter the user named with ``--python`` (:attr:`environment_options`), else None: the reinstall
+        """The interpreter the user named with ``--python`` (:attr:`advice`), else None: the reinstall
         advice names it."""
-        options = list(self.environment_options)
+        options = list(self.advice.environment_options)
         return options[options.index("--python") + 1] if "--python" in options else None
 
     def apply_refusal(self, files: Iterable[str]) -> str | None:
@@ -426,10 +421,11 @@ class Engine:
         reinstalled = check_apply(self.dist, plans, manifest, allow_modified, self.notify, self.advice, self.target_python)
         # a spec left out (declared unsupported here, not required) is not recorded: it was not applied
         taken = [s for s in specs if not left_out(self.report(s), required)]
-        change = apply_change(
-            self.dist, self.store, plans, manifest, reinstalled, sorted({s.id for s in specs}), {s.id: self.resolve(s).basis for s in taken},
-            self.set_token,
+        request = ApplyRequest(
+            plans=plans, manifest=manifest, reinstalled=reinstalled, requested=sorted({s.id for s in specs}),
+            taken={s.id: self.resolve(s).basis for s in taken}, set_token=self.set_token,
         )
+        change = apply_change(self.dist, self.store, request)
         if change is None:
             return []
         if refuse_writes is not None:

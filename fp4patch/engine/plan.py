@@ -381,27 +381,39 @@ def check_apply(
     return reinstalled
 
 
-def apply_change(
-    dist: InstalledDistribution,
-    store: ManifestStore,
-    plans: dict[str, FilePlan],
-    manifest: Manifest | None,
-    reinstalled: set[str],
-    requested: list[str],
-    taken: dict[str, Basis | None],
-    set_token: str | None = None,
-) -> Change | None:
-    """The :class:`Change` that writes ``plans`` (checked by :func:`check_apply`, which found
-    ``reinstalled``) and records them in a new manifest: ``manifest``'s specs and files (this
-    install's record, None when there is none) with ``taken`` — each spec applied and the basis
-    it was resolved on (kept in the manifest unless the release is listed: "as verified on 0.7.4,
-    same code") — and each planned file's hashes, specs and mode. ``requested``: the spec ids the
-    journal names; ``set_token``: the token the planned files are stamped with (:func:`stamp_set`), recorded in
-    the manifest, which the journal writes after every file (the set is whole from then on).
+@dataclass(frozen=True, kw_only=True)
+class ApplyRequest:
+    """What an ``apply`` writes and records (:func:`apply_change`).
+
+    Attributes:
+        plans: the planned files, checked by :func:`check_apply`.
+        manifest: this install's record, None when there is none.
+        reinstalled: the files :func:`check_apply` found reinstalled since the record (their old record is dropped).
+        requested: the spec ids the journal names.
+        taken: each spec applied and the basis it was resolved on (kept in the manifest unless the release is
+            listed: "as verified on 0.7.4, same code").
+        set_token: the token the planned files are stamped with (:func:`stamp_set`), recorded in the manifest, which
+            the journal writes after every file (the set is whole from then on); None keeps the record's.
+    """
+
+    plans: dict[str, FilePlan]
+    manifest: Manifest | None
+    reinstalled: set[str]
+    requested: list[str]
+    taken: dict[str, Basis | None]
+    set_token: str | None = None
+
+
+def apply_change(dist: InstalledDistribution, store: ManifestStore, request: ApplyRequest) -> Change | None:
+    """The :class:`Change` that writes ``request.plans`` to ``dist`` and records them in a new manifest in ``store``:
+    the record's specs and files with ``request.taken``, and each planned file's hashes, specs and mode.
 
     None when there is nothing to write: no file changes and the manifest would not either, or
     every selected spec is obsolete, not needed or already in the files.
     """
+    plans, manifest, reinstalled, requested, taken, set_token = (
+        request.plans, request.manifest, request.reinstalled, request.requested, request.taken, request.set_token
+    )
     writes = [p for p in plans.values() if p.changes]
     manifest = manifest or Manifest(dist.name, str(dist.version))
     previous = manifest if store.path.exists() else None

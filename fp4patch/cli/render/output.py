@@ -77,7 +77,7 @@ def output_conflict(as_json: bool, output_format: str | None, quiet: bool) -> st
 
 
 def status_output(
-    header: dict[str, Any], recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
+    header: dict[str, Any], *, recorded: list[str], stale: str | None, interrupted: str | None, reports: list[dict[str, Any]],
     note: list[str], as_json: bool, quiet: bool = False, skip: Iterable[str] | None = None, apply_refused: str | None = None,
 ) -> None:
     """Print what ``fp4patch status`` prints: ``header`` (``schema``, ``distribution``, ``version``, ``site_packages``),
@@ -93,7 +93,7 @@ def status_output(
 
 
 def apply_output(
-    header: dict[str, Any], selected: list[str], reports: list[dict[str, Any]], required: Iterable[str], written: list[tuple[str, list[str]]],
+    header: dict[str, Any], *, selected: list[str], reports: list[dict[str, Any]], required: Iterable[str], written: list[tuple[str, list[str]]],
     backups: Path | str, as_json: bool, skipped: Sequence[dict[str, Any]] = (),
 ) -> None:
     """Print what ``fp4patch apply`` prints: ``selected`` (spec ids, in order) with their ``reports`` (``--json``
