@@ -110,13 +110,8 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         loaded = sources.load_module(path)
         assert loaded is not None
         current, module = loaded
-        from .set_stamp import strip
-
-        source = strip(current)  # what the tree was parsed from (Sources.load_module)
     else:
         current, module = base, cst.parse_module(base)
-        source = base
-    parsed = module
     from ..codemods.base import OpState
 
     appended: list[str] = []  # rendered op blocks to add at the end, as text (see appended_text)
@@ -129,7 +124,7 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
                     appended.append(text)
                 continue
             module = op.apply(module)
-    patched = printed(parsed, source, module)
+    patched = module.bytes  # libcst prints a parsed tree as its source: only what the operations changed differs
     if appended:  # in the file's encoding, without a second byte-order mark (utf-8-sig writes one per encode)
         encoding = "utf-8" if module.encoding.lower().replace("_", "-") == "utf-8-sig" else module.encoding
         patched += "".join("\n\n" + text for text in appended).encode(encoding)
@@ -137,56 +132,6 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         check_result(path, patched)
     # the tree lacks the blocks appended as text: it serves the reports after apply (Sources.seed), never a plan
     return FilePlan(relative, path, current, patched, sorted({s.id for s, _ in pairs}), module.encoding, module, tuple(appended))
-
-
-def printed(parsed, source: bytes, module) -> bytes:
-    """``module.bytes``, where ``module`` is what the operations made of ``parsed``, the tree libcst parsed from
-    ``source``: only what the operations replaced (module-level statements, the header's or the footer's lines) is
-    printed again, the rest is copied from ``source``.
-
-    libcst prints a module as its header, each module-level statement the same wherever it stands (no indent, the
-    module's newline and indent: :meth:`libcst.Module.code_for_node`), then its footer, and a parsed tree prints as
-    the text it was parsed from (its round-trip guarantee). A transform keeps the statements it leaves alone (the
-    same objects), so the text of ``module`` is ``source`` with the text of each replaced statement swapped for the
-    new one's. Printing every statement of the 7 files of 0.7.4 (30,000 lines) took about 0.5 CPU-second; the
-    statements replaced are about a fifth of them. A replaced statement is found as the one occurrence of its text
-    after the previous one's; where it is not (it occurs twice), or the modules differ in more than that (a statement
-    added or removed, another encoding, newline or indent, no final newline), or ``source`` does not decode and encode
-    back to itself, the whole tree is printed. tests/test_plan_text.py compares the two.
-    """
-    shape = (parsed.encoding, parsed.default_newline, parsed.default_indent, len(parsed.body))
-    if not (parsed.has_trailing_newline and module.has_trailing_newline) or shape != (
-        module.encoding, module.default_newline, module.default_indent, len(module.body)
-    ):
-        return _whole(module)
-    try:
-        text = source.decode(parsed.encoding)
-        if text.encode(parsed.encoding) != source:
-            return _whole(module)
-    except (LookupError, UnicodeError):
-        return _whole(module)
-    header = "".join(parsed.code_for_node(line) for line in parsed.header)
-    footer = "".join(parsed.code_for_node(line) for line in parsed.footer)
-    if not text.startswith(header) or not text.endswith(footer) or len(header) + len(footer) > len(text):
-        return _whole(module)
-    pieces = ["".join(module.code_for_node(line) for line in module.header)]
-    start, end = len(header), len(text) - len(footer)  # the statements' text; start: where the text not yet copied starts
-    for before, after in zip(parsed.body, module.body):
-        if before is after:
-            continue
-        old = parsed.code_for_node(before)
-        at = text.find(old, start, end)
-        if at < 0 or text.find(old, at + 1, end) >= 0:
-            return _whole(module)  # not found once
-        pieces += (text[start:at], module.code_for_node(after))
-        start = at + len(old)
-    pieces += (text[start:end], "".join(module.code_for_node(line) for line in module.footer))
-    return "".join(pieces).encode(module.encoding)
-
-
-def _whole(module) -> bytes:
-    """Every statement of ``module`` printed (:func:`printed` where it cannot copy)."""
-    return module.bytes
 
 
 def _appends_as_text(module) -> bool:
