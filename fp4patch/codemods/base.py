@@ -365,7 +365,7 @@ class Operation:
                     return f"call to {name} missing from {self.function}()"
         return ""
 
-    def checked(self, module: cst.Module) -> OpCheck:
+    def cached_check(self, module: cst.Module) -> OpCheck:
         """:meth:`check`, computed once for the last ``module`` given (trees are immutable: the report of a file
         and the first operation planned on it check the same tree)."""
         last = self.__dict__.get("_last_check")
@@ -375,7 +375,7 @@ class Operation:
 
     def apply(self, module: cst.Module) -> cst.Module:
         """Return ``module`` with the edit made; unchanged when already applied or drifted."""
-        if self.checked(module).state is not OpState.APPLICABLE:
+        if self.cached_check(module).state is not OpState.APPLICABLE:
             return module
         return module.visit(self.transformer())
 

@@ -90,7 +90,7 @@ class RewriteCallArguments(Operation):
         return _RewriteTransformer(self)
 
     def apply(self, module: cst.Module) -> cst.Module:
-        if self.checked(module).state is not OpState.APPLICABLE:
+        if self.cached_check(module).state is not OpState.APPLICABLE:
             return module
         return module.visit(_RewriteTransformer(self, import_aliases(module)))
 

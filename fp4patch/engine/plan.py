@@ -120,7 +120,7 @@ def plan_file(sources: Sources, relative: str, pairs: list[tuple[Spec, Target]],
         for op in target.operations:
             text = appended_text(op) if textual else None
             if text is not None:
-                if op.checked(module).state is OpState.APPLICABLE and text not in appended:
+                if op.cached_check(module).state is OpState.APPLICABLE and text not in appended:
                     appended.append(text)
                 continue
             module = op.apply(module)

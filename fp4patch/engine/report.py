@@ -228,7 +228,7 @@ def check_target(target: Target, sources: Sources) -> TargetReport:
         if appended and _appended(op, appended):  # apply added it as text, after the tree it seeded (Sources.seed)
             operations.append((op.describe(), APPLIED, ""))
             continue
-        check = op.checked(module)
+        check = op.cached_check(module)
         operations.append((op.describe(), check.state.value, check.detail))
     return TargetReport(target.file, combine([s for _, s, _ in operations]), operations)
 
