@@ -478,10 +478,9 @@ def test_status_and_verify_say_that_apply_refuses_a_symlinked_target(tmp_path: P
 
 
 def test_a_symlinked_package_folder_is_refused_like_a_symlinked_file(tmp_path: Path, site_060: Path) -> None:
-    """site-packages/flashinfer -> a shared copy elsewhere (regular files inside): apply wrote through the folder's link
-    into the shared copy, status said nothing and verify --applicable passed. A link anywhere between site-packages and
-    a target file is now refused as a linked file is (the same line, exit 3); verify --json gives it as apply_refused,
-    as status --json does, not as interrupted. A site-packages reached through a link (a venv's lib64 -> lib) is not."""
+    """site-packages/flashinfer -> a shared copy elsewhere: a link anywhere between site-packages and a target file is
+    refused as a linked file is (the same line, exit 3), and the shared copy is never written; verify --json gives it as
+    apply_refused, as status --json does. A site-packages reached through a link (a venv's lib64 -> lib) is not."""
     import jsonschema
 
     from .conftest import REPO
